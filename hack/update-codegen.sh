@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Regenerates everything derived from protocol/apis: deepcopy functions,
+# the typed clientset, listers and informers (k8s.io/code-generator), and the
+# CRD manifests in deploy/crds (controller-gen). Tool versions are pinned in
+# hack/tools/go.mod.
+# hack/verify.sh runs it in a scratch copy of the tree and compares.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+
+module=github.com/shoal-io/shoal
+apis=(
+  "$module/protocol/apis/apps/pub"
+  "$module/protocol/apis/apps/v1alpha1"
+  "$module/protocol/apis/apps/v1beta1"
+  "$module/protocol/apis/policy/v1alpha1"
+)
+# Group versions that have kinds (pub only has shared types).
+kinds=("${apis[@]:1}")
+header=hack/boilerplate.go.txt
+tool() { go tool -modfile=hack/tools/go.mod "$@"; }
+
+echo "deepcopy-gen"
+find protocol/apis -name zz_generated.deepcopy.go -delete
+tool deepcopy-gen --output-file zz_generated.deepcopy.go --go-header-file "$header" "${apis[@]}"
+
+client=protocol/client
+rm -rf "$client"
+inputs=()
+for p in "${kinds[@]}"; do inputs+=(--input "$p"); done
+
+echo "client-gen"
+tool client-gen --go-header-file "$header" \
+  --output-dir "$client/clientset" --output-pkg "$module/$client/clientset" \
+  --clientset-name versioned --input-base "" "${inputs[@]}"
+
+echo "lister-gen"
+tool lister-gen --go-header-file "$header" \
+  --output-dir "$client/listers" --output-pkg "$module/$client/listers" "${kinds[@]}"
+
+echo "informer-gen"
+tool informer-gen --go-header-file "$header" \
+  --output-dir "$client/informers" --output-pkg "$module/$client/informers" \
+  --versioned-clientset-package "$module/$client/clientset/versioned" \
+  --listers-package "$module/$client/listers" "${kinds[@]}"
+
+echo "controller-gen crd"
+rm -rf deploy/crds
+tool controller-gen crd:crdVersions=v1 paths=./protocol/apis/... output:crd:dir=deploy/crds
