@@ -12,11 +12,16 @@ import (
 	"github.com/stretchr/testify/require"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/shoal-io/shoal/test/crdvalidation"
 )
+
+// fragmentVersions gives the apiVersion of core kinds that the release
+// notes show without one.
+var fragmentVersions = map[string]string{"Job": "batch/v1", "Pod": "v1"}
 
 const (
 	crdDir      = "../../deploy/crds"
@@ -147,10 +152,22 @@ func TestValidManifests(t *testing.T) {
 				require.NotEmpty(t, objs)
 				for _, obj := range objs {
 					gvk := obj.GroupVersionKind()
-					if strings.HasSuffix(gvk.Group, "kruise.io") {
+					switch {
+					case strings.HasSuffix(gvk.Group, "kruise.io"):
 						errs := set.Validate(obj, nil)
 						require.Empty(t, errs, "%s %s: %v", gvk.Kind, obj.GetName(), errs.ToAggregate())
 						continue
+					case gvk.Kind == "CustomResourceDefinition":
+						crd := &apiextensionsv1.CustomResourceDefinition{}
+						require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, crd))
+						require.NoError(t, crdvalidation.ValidateDefinition(crd))
+						continue
+					case obj.GetAPIVersion() == "":
+						// A core-object fragment as the release notes show it
+						// (a Job's pod template): decode it as that kind.
+						coreVersion, ok := fragmentVersions[gvk.Kind]
+						require.True(t, ok, "document without apiVersion of kind %q", gvk.Kind)
+						obj.SetAPIVersion(coreVersion)
 					}
 					data, err := json.Marshal(obj.Object)
 					require.NoError(t, err)

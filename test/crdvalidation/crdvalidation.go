@@ -42,7 +42,7 @@ import (
 // Set holds the validators of every served version of a set of CRDs.
 type Set struct {
 	// CRDs are the definitions as read from disk, by file name.
-	CRDs map[string]*apiextensionsv1.CustomResourceDefinition
+	CRDs     map[string]*apiextensionsv1.CustomResourceDefinition
 	versions map[schema.GroupVersionKind]*version
 }
 
