@@ -33,6 +33,7 @@ import (
 	metavalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
@@ -98,6 +99,14 @@ func Internal(crd *apiextensionsv1.CustomResourceDefinition) (*apiextensions.Cus
 // create: structural schema rules, CEL compilation and cost budget,
 // defaults, printer columns, subresources.
 func ValidateDefinition(crd *apiextensionsv1.CustomResourceDefinition) error {
+	// The apiserver records the storage version before it validates a new CRD.
+	crd = crd.DeepCopy()
+	crd.Status.StoredVersions = nil
+	for _, v := range crd.Spec.Versions {
+		if v.Storage {
+			crd.Status.StoredVersions = append(crd.Status.StoredVersions, v.Name)
+		}
+	}
 	internal, err := Internal(crd)
 	if err != nil {
 		return err
@@ -114,14 +123,20 @@ func (s *Set) add(crd *apiextensionsv1.CustomResourceDefinition) error {
 		return err
 	}
 	for _, v := range internal.Spec.Versions {
-		if !v.Served || v.Schema == nil {
+		// The internal form keeps a schema shared by all versions (always so
+		// for a single-version CRD) in spec.validation.
+		validation := v.Schema
+		if validation == nil {
+			validation = internal.Spec.Validation
+		}
+		if !v.Served || validation == nil {
 			continue
 		}
-		structural, err := structuralschema.NewStructural(v.Schema.OpenAPIV3Schema)
+		structural, err := structuralschema.NewStructural(validation.OpenAPIV3Schema)
 		if err != nil {
 			return fmt.Errorf("version %s: structural schema: %w", v.Name, err)
 		}
-		validator, _, err := apiservervalidation.NewSchemaValidator(v.Schema.OpenAPIV3Schema)
+		validator, _, err := apiservervalidation.NewSchemaValidator(validation.OpenAPIV3Schema)
 		if err != nil {
 			return fmt.Errorf("version %s: schema validator: %w", v.Name, err)
 		}
@@ -208,8 +223,14 @@ func ReadManifests(path string) ([]*unstructured.Unstructured, error) {
 		if len(bytes.TrimSpace(stripComments(doc))) == 0 {
 			continue
 		}
+		// Through JSON, so that numbers decode as int64/float64 the way the
+		// apiserver sees them (CEL tells int from double).
+		data, err := yaml.YAMLToJSON(doc)
+		if err != nil {
+			return nil, fmt.Errorf("decode %s: %w", path, err)
+		}
 		obj := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal(doc, &obj.Object); err != nil {
+		if err := utiljson.Unmarshal(data, &obj.Object); err != nil {
 			return nil, fmt.Errorf("decode %s: %w", path, err)
 		}
 		if obj.Object == nil {

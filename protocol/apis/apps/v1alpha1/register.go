@@ -40,6 +40,19 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 // knownTypes lists every kind (and its list) served by this group version.
 func knownTypes() []runtime.Object {
 	return []runtime.Object{
-		// filled in when the kinds land
+		&AdvancedCronJob{}, &AdvancedCronJobList{},
+		&BroadcastJob{}, &BroadcastJobList{},
+		&CloneSet{}, &CloneSetList{},
+		&ContainerRecreateRequest{}, &ContainerRecreateRequestList{},
+		&DaemonSet{}, &DaemonSetList{},
+		&ImageListPullJob{}, &ImageListPullJobList{},
+		&ImagePullJob{}, &ImagePullJobList{},
+		&PersistentPodState{}, &PersistentPodStateList{},
+		&PodProbeMarker{}, &PodProbeMarkerList{},
+		&ResourceDistribution{}, &ResourceDistributionList{},
+		&SidecarSet{}, &SidecarSetList{},
+		&StatefulSet{}, &StatefulSetList{},
+		&UnitedDeployment{}, &UnitedDeploymentList{},
+		&WorkloadSpread{}, &WorkloadSpreadList{},
 	}
 }

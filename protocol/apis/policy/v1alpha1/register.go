@@ -40,6 +40,6 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 // knownTypes lists every kind (and its list) served by this group version.
 func knownTypes() []runtime.Object {
 	return []runtime.Object{
-		// filled in when the kinds land
+		&PodUnavailableBudget{}, &PodUnavailableBudgetList{},
 	}
 }

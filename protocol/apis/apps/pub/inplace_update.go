@@ -1,0 +1,159 @@
+package pub
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+const (
+	// InPlaceUpdateReady is the pod readiness gate (and condition type) that
+	// keeps a pod NotReady while it is being updated in place. Pods of a
+	// workload that updates in place (InPlaceIfPossible or InPlaceOnly) list
+	// it in spec.readinessGates; the condition is set to False before the
+	// update and back to True once it has finished.
+	InPlaceUpdateReady corev1.PodConditionType = "InPlaceUpdateReady"
+
+	// InPlaceUpdateStateKey is the pod annotation holding the JSON form of
+	// InPlaceUpdateState for the last in-place update.
+	InPlaceUpdateStateKey = "apps.kruise.io/inplace-update-state"
+	// InPlaceUpdateStateKeyOld is the legacy, unprefixed name of
+	// InPlaceUpdateStateKey; it is still read from older pods.
+	InPlaceUpdateStateKeyOld = "inplace-update-state"
+
+	// InPlaceUpdateGraceKey is the pod annotation holding the pending update
+	// while the pod waits out inPlaceUpdateStrategy.gracePeriodSeconds.
+	InPlaceUpdateGraceKey = "apps.kruise.io/inplace-update-grace"
+	// InPlaceUpdateGraceKeyOld is the legacy, unprefixed name of
+	// InPlaceUpdateGraceKey; it is still read from older pods.
+	InPlaceUpdateGraceKeyOld = "inplace-update-grace"
+
+	// RuntimeContainerMetaKey is the pod annotation in which the node agent
+	// reports the pod's running containers, as the JSON form of
+	// RuntimeContainerMetaSet.
+	RuntimeContainerMetaKey = "apps.kruise.io/runtime-containers-meta"
+)
+
+// InPlaceUpdateStrategy tunes how pods are updated in place.
+type InPlaceUpdateStrategy struct {
+	// GracePeriodSeconds is how long, in seconds, a pod is kept NotReady
+	// (through the InPlaceUpdateReady readiness gate) before its containers
+	// are changed, so that traffic can drain first. 0 (the default) changes
+	// them immediately.
+	//
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	GracePeriodSeconds int32 `json:"gracePeriodSeconds,omitempty"`
+}
+
+// InPlaceUpdateState is what the workload controller records on a pod (in
+// the InPlaceUpdateStateKey annotation) when it updates the pod in place.
+// It is read back to decide when the update has finished and which
+// containers still have to be updated in later batches.
+type InPlaceUpdateState struct {
+	// Revision is the workload revision the pod is being updated to.
+	Revision string `json:"revision"`
+
+	// UpdateTimestamp is when the in-place update started.
+	UpdateTimestamp metav1.Time `json:"updateTimestamp"`
+
+	// LastContainerStatuses holds, by container name, what the containers
+	// being updated looked like before the update; a container counts as
+	// updated once its status differs from this record.
+	LastContainerStatuses map[string]InPlaceUpdateContainerStatus `json:"lastContainerStatuses"`
+
+	// UpdateEnvFromMetadata is true when the update changes pod labels or
+	// annotations that containers consume as environment variables, so
+	// those containers have to be restarted by the node agent.
+	UpdateEnvFromMetadata bool `json:"updateEnvFromMetadata,omitempty"`
+
+	// UpdateResources is true when the update changes container resources.
+	UpdateResources bool `json:"updateResources,omitempty"`
+
+	// UpdateImages is true when the update changes container images.
+	UpdateImages bool `json:"updateImages,omitempty"`
+
+	// VerticalUpdateOnly is true when the update changes nothing but
+	// container resources.
+	VerticalUpdateOnly bool `json:"verticalUpdateOnly"`
+
+	// NextContainerImages holds, by container name, the images still to be
+	// applied in a later batch (containers of lower priority).
+	NextContainerImages map[string]string `json:"nextContainerImages,omitempty"`
+
+	// NextContainerRefMetadata holds, by container name, the pod labels and
+	// annotations still to be applied in a later batch for containers that
+	// read them as environment variables.
+	NextContainerRefMetadata map[string]metav1.ObjectMeta `json:"nextContainerRefMetadata,omitempty"`
+
+	// NextContainerResources holds, by container name, the resources still
+	// to be applied in a later batch.
+	NextContainerResources map[string]corev1.ResourceRequirements `json:"nextContainerResources,omitempty"`
+
+	// PreCheckBeforeNext is what must hold before the next batch starts.
+	PreCheckBeforeNext *InPlaceUpdatePreCheckBeforeNext `json:"preCheckBeforeNext,omitempty"`
+
+	// ContainerBatchesRecord lists the batches already applied for this
+	// revision, oldest first.
+	ContainerBatchesRecord []InPlaceUpdateContainerBatch `json:"containerBatchesRecord,omitempty"`
+}
+
+// InPlaceUpdatePreCheckBeforeNext is the condition for starting the next
+// batch of an in-place update.
+type InPlaceUpdatePreCheckBeforeNext struct {
+	// ContainersRequiredReady names the containers (those of the current
+	// batch) that must be updated and ready before the next batch starts.
+	ContainersRequiredReady []string `json:"containersRequiredReady,omitempty"`
+}
+
+// InPlaceUpdateContainerBatch records one batch of an in-place update.
+type InPlaceUpdateContainerBatch struct {
+	// Timestamp is when the batch was applied.
+	Timestamp metav1.Time `json:"timestamp"`
+	// Containers names the containers updated in the batch.
+	Containers []string `json:"containers"`
+}
+
+// InPlaceUpdateContainerStatus is the state of one container before it was
+// updated in place.
+type InPlaceUpdateContainerStatus struct {
+	// ImageID is the container's image ID before the update.
+	ImageID string `json:"imageID,omitempty"`
+	// Resources are the container's resources before the update.
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+}
+
+// RuntimeContainerMetaSet is the node agent's report of a pod's running
+// containers, stored in the RuntimeContainerMetaKey pod annotation.
+type RuntimeContainerMetaSet struct {
+	// Containers has one entry per running container of the pod.
+	Containers []RuntimeContainerMeta `json:"containers"`
+}
+
+// RuntimeContainerMeta describes one running container as the container
+// runtime sees it.
+type RuntimeContainerMeta struct {
+	// Name is the container's name in the pod spec.
+	Name string `json:"name"`
+	// ContainerID is the runtime's container ID, in the same form as in the
+	// pod's container statuses (for example "containerd://<id>").
+	ContainerID string `json:"containerID"`
+	// RestartCount is the container's restart count.
+	RestartCount int32 `json:"restartCount"`
+	// Hashes are the hashes computed for the running container.
+	Hashes RuntimeContainerHashes `json:"hashes"`
+}
+
+// RuntimeContainerHashes are hashes of a running container's spec, used to
+// tell whether it already runs what the pod spec asks for.
+type RuntimeContainerHashes struct {
+	// PlainHash is the hash of the container's spec as the kubelet computes
+	// it (found in the runtime container's annotations).
+	PlainHash uint64 `json:"plainHash"`
+	// PlainHashWithoutResources is the same hash computed with the
+	// container's resources left out.
+	PlainHashWithoutResources uint64 `json:"plainHashWithoutResources"`
+	// ExtractedEnvFromMetadataHash is a hash of the values the container
+	// sees for environment variables taken from pod labels and
+	// annotations; it changes when those values change.
+	ExtractedEnvFromMetadataHash uint64 `json:"extractedEnvFromMetadataHash,omitempty"`
+}
