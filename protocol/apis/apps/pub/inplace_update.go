@@ -5,34 +5,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-const (
-	// InPlaceUpdateReady is the pod readiness gate (and condition type) that
-	// keeps a pod NotReady while it is being updated in place. Pods of a
-	// workload that updates in place (InPlaceIfPossible or InPlaceOnly) list
-	// it in spec.readinessGates; the condition is set to False before the
-	// update and back to True once it has finished.
-	InPlaceUpdateReady corev1.PodConditionType = "InPlaceUpdateReady"
-
-	// InPlaceUpdateStateKey is the pod annotation holding the JSON form of
-	// InPlaceUpdateState for the last in-place update.
-	InPlaceUpdateStateKey = "apps.kruise.io/inplace-update-state"
-	// InPlaceUpdateStateKeyOld is the legacy, unprefixed name of
-	// InPlaceUpdateStateKey; it is still read from older pods.
-	InPlaceUpdateStateKeyOld = "inplace-update-state"
-
-	// InPlaceUpdateGraceKey is the pod annotation holding the pending update
-	// while the pod waits out inPlaceUpdateStrategy.gracePeriodSeconds.
-	InPlaceUpdateGraceKey = "apps.kruise.io/inplace-update-grace"
-	// InPlaceUpdateGraceKeyOld is the legacy, unprefixed name of
-	// InPlaceUpdateGraceKey; it is still read from older pods.
-	InPlaceUpdateGraceKeyOld = "inplace-update-grace"
-
-	// RuntimeContainerMetaKey is the pod annotation in which the node agent
-	// reports the pod's running containers, as the JSON form of
-	// RuntimeContainerMetaSet.
-	RuntimeContainerMetaKey = "apps.kruise.io/runtime-containers-meta"
-)
-
 // InPlaceUpdateStrategy tunes how pods are updated in place.
 type InPlaceUpdateStrategy struct {
 	// GracePeriodSeconds is how long, in seconds, a pod is kept NotReady
@@ -46,7 +18,7 @@ type InPlaceUpdateStrategy struct {
 }
 
 // InPlaceUpdateState is what the workload controller records on a pod (in
-// the InPlaceUpdateStateKey annotation) when it updates the pod in place.
+// the wellknown.AnnotationInPlaceUpdateState annotation) when it updates the pod in place.
 // It is read back to decide when the update has finished and which
 // containers still have to be updated in later batches.
 type InPlaceUpdateState struct {
@@ -123,7 +95,7 @@ type InPlaceUpdateContainerStatus struct {
 }
 
 // RuntimeContainerMetaSet is the node agent's report of a pod's running
-// containers, stored in the RuntimeContainerMetaKey pod annotation.
+// containers, stored in the wellknown.AnnotationRuntimeContainersMeta pod annotation.
 type RuntimeContainerMetaSet struct {
 	// Containers has one entry per running container of the pod.
 	Containers []RuntimeContainerMeta `json:"containers"`

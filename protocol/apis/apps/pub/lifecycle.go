@@ -1,39 +1,5 @@
 package pub
 
-const (
-	// LifecycleStateKey is the pod label that carries the pod's current
-	// LifecycleStateType.
-	LifecycleStateKey = "lifecycle.apps.kruise.io/state"
-	// LifecycleTimestampKey is the pod annotation that records when the pod
-	// entered its current lifecycle state.
-	LifecycleTimestampKey = "lifecycle.apps.kruise.io/timestamp"
-)
-
-// LifecycleStateType is the lifecycle state of a pod managed by a workload
-// with lifecycle hooks. It is stored in the LifecycleStateKey pod label.
-type LifecycleStateType string
-
-const (
-	// LifecycleStatePreparingNormal: the pod has been created but is not
-	// yet available; it moves on to Normal once it is scheduled and, when a
-	// preNormal hook is configured, once that hook is satisfied.
-	LifecycleStatePreparingNormal LifecycleStateType = "PreparingNormal"
-	// LifecycleStateNormal: the pod is in service. A pod must be Normal to
-	// count as available.
-	LifecycleStateNormal LifecycleStateType = "Normal"
-	// LifecycleStatePreparingUpdate: the pod is about to be updated in place;
-	// it stays here while the inPlaceUpdate hook still holds it.
-	LifecycleStatePreparingUpdate LifecycleStateType = "PreparingUpdate"
-	// LifecycleStateUpdating: the pod's in-place update is in progress.
-	LifecycleStateUpdating LifecycleStateType = "Updating"
-	// LifecycleStateUpdated: the in-place update has finished; the pod
-	// returns to Normal once the inPlaceUpdate hook marks it ready again.
-	LifecycleStateUpdated LifecycleStateType = "Updated"
-	// LifecycleStatePreparingDelete: the pod has been chosen for deletion;
-	// the workload deletes it once the preDelete hook no longer holds it.
-	LifecycleStatePreparingDelete LifecycleStateType = "PreparingDelete"
-)
-
 // Lifecycle lets other controllers hold a pod at points of its life: after
 // creation (preNormal), before deletion (preDelete) and around an in-place
 // update (inPlaceUpdate). While a hook's labels or finalizers are present on

@@ -8,23 +8,6 @@ import (
 	"github.com/shoal-io/shoal/protocol/apis/apps/pub"
 )
 
-const (
-	// CloneSetInstanceID is the label a CloneSet puts on each pod and on the
-	// PVCs created for it; a pod and its PVCs share the value, which is also
-	// the suffix of their names.
-	CloneSetInstanceID = "apps.kruise.io/cloneset-instance-id"
-
-	// DefaultCloneSetMaxUnavailable is the default of
-	// spec.updateStrategy.maxUnavailable.
-	DefaultCloneSetMaxUnavailable = "20%"
-
-	// CloneSetScalingExcludePreparingDeleteKey is a CloneSet label; with the
-	// value "true", pods in the PreparingDelete lifecycle state are not
-	// counted against spec.replicas, so replacements are created for them
-	// right away.
-	CloneSetScalingExcludePreparingDeleteKey = "apps.kruise.io/cloneset-scaling-exclude-preparing-delete"
-)
-
 // CloneSetSpec is the desired state of a CloneSet.
 //
 // +kubebuilder:validation:XValidation:rule="!(has(self.updateStrategy) && has(self.updateStrategy.type) && self.updateStrategy.type == 'InPlaceOnly' && has(self.updateStrategy.maxSurge) && (type(self.updateStrategy.maxSurge) == int ? self.updateStrategy.maxSurge > 0 : (self.updateStrategy.maxSurge != '0%' && (!has(self.replicas) || self.replicas > 0))))",message="spec.updateStrategy.maxSurge: must be 0 when spec.updateStrategy.type is InPlaceOnly; use InPlaceIfPossible or ReCreate to surge extra pods"

@@ -5,30 +5,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-const (
-	// ContainerRecreateRequestPodUIDKey is the label holding the UID of the
-	// pod a ContainerRecreateRequest acts on. Set at creation; immutable.
-	ContainerRecreateRequestPodUIDKey = "crr.apps.kruise.io/pod-uid"
-	// ContainerRecreateRequestNodeNameKey is the label holding the node the
-	// pod runs on. Set at creation; immutable.
-	ContainerRecreateRequestNodeNameKey = "crr.apps.kruise.io/node-name"
-
-	// ContainerRecreateRequestActiveKey is the label ("true") carried while
-	// the request has not completed; node agents watch only requests with
-	// it. It is removed when the request completes.
-	ContainerRecreateRequestActiveKey = "crr.apps.kruise.io/active"
-	// ContainerRecreateRequestSyncContainerStatusesKey is the annotation
-	// where, while the request is Recreating, the controller copies the
-	// current statuses of the pod's containers (a JSON list of
-	// ContainerRecreateRequestSyncContainerStatus).
-	ContainerRecreateRequestSyncContainerStatusesKey = "crr.apps.kruise.io/sync-container-statuses"
-	// ContainerRecreateRequestUnreadyAcquiredKey is the annotation (an
-	// RFC 3339 time) recording when the pod was made not-ready because
-	// strategy.unreadyGracePeriodSeconds is set. The same name is used as a
-	// finalizer.
-	ContainerRecreateRequestUnreadyAcquiredKey = "crr.apps.kruise.io/unready-acquired"
-)
-
 // ContainerRecreateRequestSpec is the desired state of a
 // ContainerRecreateRequest: which containers of which pod to recreate, and
 // how. The whole spec is immutable once created.

@@ -5,20 +5,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
-const (
-	// ImagePreDownloadParallelismKey is the workload annotation that sets
-	// the parallelism of the ImagePullJobs created to pre-download a new
-	// image before an update. Default 1.
-	ImagePreDownloadParallelismKey = "apps.kruise.io/image-predownload-parallelism"
-	// ImagePreDownloadTimeoutSecondsKey is the workload annotation that sets
-	// pullPolicy.timeoutSeconds of the pre-download ImagePullJobs. Default
-	// 300.
-	ImagePreDownloadTimeoutSecondsKey = "apps.kruise.io/image-predownload-timeout-seconds"
-	// ImagePreDownloadMinUpdatedReadyPods is the workload annotation giving
-	// how many updated pods must be ready before images are pre-downloaded.
-	ImagePreDownloadMinUpdatedReadyPods = "apps.kruise.io/image-predownload-min-updated-ready-pods"
-)
-
 // ImagePullPolicy says whether a node pulls an image it already has.
 //
 // +kubebuilder:validation:Enum=Always;IfNotPresent

@@ -4,24 +4,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Workload annotations that make Shoal create and keep a PersistentPodState
-// for the workload, instead of the user writing one.
-const (
-	// AnnotationAutoGeneratePersistentPodState, set to "true" on a workload,
-	// generates a PersistentPodState for it from the annotations below.
-	AnnotationAutoGeneratePersistentPodState = "kruise.io/auto-generate-persistent-pod-state"
-	// AnnotationRequiredPersistentTopology lists, comma-separated, the node
-	// label keys for requiredPersistentTopology, for example
-	// topology.kubernetes.io/zone.
-	AnnotationRequiredPersistentTopology = "kruise.io/required-persistent-topology"
-	// AnnotationPreferredPersistentTopology lists, comma-separated, the node
-	// label keys for preferredPersistentTopology, each with weight 100.
-	AnnotationPreferredPersistentTopology = "kruise.io/preferred-persistent-topology"
-	// AnnotationPersistentPodAnnotations lists, comma-separated, the pod
-	// annotation keys for persistentPodAnnotations.
-	AnnotationPersistentPodAnnotations = "kruise.io/persistent-pod-annotations"
-)
-
 // PersistentPodStateSpec is the desired state of a PersistentPodState.
 //
 // +kubebuilder:validation:XValidation:rule="has(self.requiredPersistentTopology) || (has(self.preferredPersistentTopology) && size(self.preferredPersistentTopology) > 0)",message="spec: set requiredPersistentTopology or preferredPersistentTopology (or both)"

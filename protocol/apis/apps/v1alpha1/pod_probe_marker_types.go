@@ -5,19 +5,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-const (
-	// PodProbeMarkerAnnotationKey is the pod annotation holding, as a JSON
-	// list of PodContainerProbe without markerPolicy, the probes with a
-	// podConditionType that apply to the pod. It is written when the pod is
-	// created, for pods whose probes are run by something other than the
-	// node agent (for example virtual-kubelet nodes).
-	PodProbeMarkerAnnotationKey = "kruise.io/podprobe"
-	// PodProbeMarkerListAnnotationKey is the pod annotation listing, comma
-	// separated, the PodProbeMarkers whose probes were recorded in
-	// PodProbeMarkerAnnotationKey, for example "marker-a,marker-b".
-	PodProbeMarkerListAnnotationKey = "kruise.io/podprobemarker-list"
-)
-
 // PodProbeMarkerSpec is the desired state of a PodProbeMarker: which pods to
 // probe, and what to probe in them.
 type PodProbeMarkerSpec struct {
