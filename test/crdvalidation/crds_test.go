@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -109,6 +110,45 @@ func TestEveryFieldHasDescription(t *testing.T) {
 				var missing []string
 				crdvalidation.Undescribed(v.Schema.OpenAPIV3Schema, func(p string) { missing = append(missing, p) })
 				require.Empty(t, missing, "properties without a description")
+			})
+		}
+	}
+}
+
+// celMessage is the shape every CEL rule's message has: a field path, a
+// colon, and what is allowed. The path starts at the object root, or, for a
+// type shared by several kinds, at the field the rule sits on (the
+// apiserver prefixes the full path to the message either way).
+var celMessage = regexp.MustCompile(`^([a-z][A-Za-z0-9]*)(\.[A-Za-z][A-Za-z0-9]*|\[\*?\])*: \S`)
+
+// TestCELMessagesNameTheField: every CEL rule explains itself to the user
+// with the path of the field it guards.
+func TestCELMessagesNameTheField(t *testing.T) {
+	set := loadCRDs(t)
+	for _, crd := range set.CRDs {
+		for _, v := range crd.Spec.Versions {
+			t.Run(crd.Spec.Names.Kind+"/"+v.Name, func(t *testing.T) {
+				var walk func(path string, p *apiextensionsv1.JSONSchemaProps)
+				walk = func(path string, p *apiextensionsv1.JSONSchemaProps) {
+					for _, rule := range p.XValidations {
+						m := celMessage.FindStringSubmatch(rule.Message)
+						require.NotNil(t, m, "rule %q at %s: message %q must start with the field path", rule.Rule, path, rule.Message)
+						field := path[strings.LastIndex(path, ".")+1:]
+						field = strings.TrimSuffix(field, "[]")
+						require.Contains(t, []string{"spec", "status", "metadata", field}, m[1],
+							"rule %q at %s: message %q must start at the object root or at %q", rule.Rule, path, rule.Message, field)
+					}
+					for name, child := range p.Properties {
+						walk(path+"."+name, &child)
+					}
+					if p.Items != nil && p.Items.Schema != nil {
+						walk(path+"[]", p.Items.Schema)
+					}
+					if p.AdditionalProperties != nil && p.AdditionalProperties.Schema != nil {
+						walk(path+"{}", p.AdditionalProperties.Schema)
+					}
+				}
+				walk("", v.Schema.OpenAPIV3Schema)
 			})
 		}
 	}
