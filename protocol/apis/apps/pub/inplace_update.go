@@ -3,6 +3,7 @@ package pub
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // InPlaceUpdateStrategy tunes how pods are updated in place.
@@ -15,6 +16,36 @@ type InPlaceUpdateStrategy struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	GracePeriodSeconds int32 `json:"gracePeriodSeconds,omitempty"`
+
+	// ImagePreDownloadParallelism is how many nodes at once pre-pull the new
+	// images of an update before pods are updated in place: a non-negative
+	// integer or a percentage of the workload's pods. It takes the place of
+	// the apps.kruise.io/image-predownload-parallelism annotation, which is
+	// still read. Default 1.
+	//
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^0*(100|[1-9]?[0-9])%$')",message="imagePreDownloadParallelism: use a non-negative integer or a percentage from 0% to 100% such as \"20%\""
+	ImagePreDownloadParallelism *intstr.IntOrString `json:"imagePreDownloadParallelism,omitempty"`
+
+	// ImagePreDownloadTimeoutSeconds is the per-node pull timeout, in
+	// seconds, of the pre-download. It takes the place of the
+	// apps.kruise.io/image-predownload-timeout-seconds annotation. Default
+	// 300.
+	//
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	ImagePreDownloadTimeoutSeconds *int32 `json:"imagePreDownloadTimeoutSeconds,omitempty"`
+
+	// ImagePreDownloadMinUpdatedReadyPods is how many pods of the new
+	// revision must be updated and ready before the other nodes start
+	// pre-downloading its images, so that a bad image is not spread
+	// everywhere. It takes the place of the
+	// apps.kruise.io/image-predownload-min-updated-ready-pods annotation.
+	// Default 0.
+	//
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ImagePreDownloadMinUpdatedReadyPods *int32 `json:"imagePreDownloadMinUpdatedReadyPods,omitempty"`
 }
 
 // InPlaceUpdateState is what the workload controller records on a pod (in

@@ -11,11 +11,12 @@ import (
 type BroadcastJobSpec struct {
 	// Parallelism caps how many of the job's pods may be running at the same
 	// time: a non-negative integer, or a percentage (0%-100%) of the number
-	// of eligible nodes, rounded up. When unset there is no cap; 0 starts no
-	// new pods.
+	// of eligible nodes, rounded up. Defaults to 2147483647, no cap; 0 starts
+	// no new pods.
 	//
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9][0-9]?|0)%$')",message="spec.parallelism: use a non-negative integer or a percentage from 0% to 100% such as \"20%\""
+	// +kubebuilder:default=2147483647
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^0*(100|[1-9]?[0-9])%$')",message="spec.parallelism: use a non-negative integer or a percentage from 0% to 100% such as \"20%\""
 	Parallelism *intstr.IntOrString `json:"parallelism,omitempty"`
 
 	// Template is the pod created on each eligible node. A node is eligible

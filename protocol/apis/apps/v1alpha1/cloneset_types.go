@@ -111,7 +111,7 @@ type CloneSetScaleStrategy struct {
 	// percentage of spec.replicas (rounded up). Unset means no limit.
 	//
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9][0-9]?|0)%$')",message="spec.scaleStrategy.maxUnavailable: use a non-negative integer or a percentage from 0% to 100% such as \"20%\""
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^0*(100|[1-9]?[0-9])%$')",message="spec.scaleStrategy.maxUnavailable: use a non-negative integer or a percentage from 0% to 100% such as \"20%\""
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
 
 	// DisablePVCReuse, when true, deletes the PVCs of a pod that disappeared
@@ -143,7 +143,7 @@ type CloneSetUpdateStrategy struct {
 	//
 	// +optional
 	// +kubebuilder:default=0
-	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9][0-9]?|0)%$')",message="spec.updateStrategy.partition: use a non-negative integer or a percentage from 0% to 100% such as \"20%\""
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^0*(100|[1-9]?[0-9])%$')",message="spec.updateStrategy.partition: use a non-negative integer or a percentage from 0% to 100% such as \"20%\""
 	Partition *intstr.IntOrString `json:"partition,omitempty"`
 
 	// MaxUnavailable is how many pods may be unavailable at once during an
@@ -153,7 +153,7 @@ type CloneSetUpdateStrategy struct {
 	//
 	// +optional
 	// +kubebuilder:default="20%"
-	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9][0-9]?|0)%$')",message="spec.updateStrategy.maxUnavailable: use a non-negative integer or a percentage from 0% to 100% such as \"20%\""
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^0*(100|[1-9]?[0-9])%$')",message="spec.updateStrategy.maxUnavailable: use a non-negative integer or a percentage from 0% to 100% such as \"20%\""
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
 
 	// MaxSurge is how many pods may exist above spec.replicas during an
@@ -163,7 +163,7 @@ type CloneSetUpdateStrategy struct {
 	//
 	// +optional
 	// +kubebuilder:default=0
-	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9][0-9]?|0)%$')",message="spec.updateStrategy.maxSurge: use a non-negative integer or a percentage from 0% to 100% such as \"20%\""
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^0*(100|[1-9]?[0-9])%$')",message="spec.updateStrategy.maxSurge: use a non-negative integer or a percentage from 0% to 100% such as \"20%\""
 	MaxSurge *intstr.IntOrString `json:"maxSurge,omitempty"`
 
 	// Paused, when true, stops updating pods; scaling continues. Defaults

@@ -25,9 +25,11 @@ type ContainerRecreateRequestSpec struct {
 	// +patchStrategy=merge
 	Containers []ContainerRecreateRequestContainer `json:"containers" patchStrategy:"merge" patchMergeKey:"name"`
 
-	// Strategy tunes how the containers are recreated.
+	// Strategy tunes how the containers are recreated. Defaults to {}, so
+	// that its own defaults (failurePolicy Fail) always show.
 	//
 	// +optional
+	// +kubebuilder:default={}
 	Strategy *ContainerRecreateRequestStrategy `json:"strategy,omitempty"`
 
 	// ActiveDeadlineSeconds is how long, in seconds from creation, the
@@ -248,7 +250,7 @@ type ContainerRecreateRequestContainerRecreateState struct {
 type ContainerRecreateRequestSyncContainerStatus struct {
 	// Name of the container.
 	Name string `json:"name"`
-	// Ready is whether the container passes its readiness probe.
+	// Ready is true once kubelet reports the container ready.
 	Ready bool `json:"ready"`
 	// RestartCount of the container, as in the pod status.
 	RestartCount int32 `json:"restartCount"`

@@ -83,7 +83,7 @@ type RollingUpdateDaemonSet struct {
 	// above 0, and above 0 when maxSurge is 0.
 	//
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9][0-9]?|0)%$')",message="spec.updateStrategy.rollingUpdate.maxUnavailable: use a non-negative integer or a percentage from 0% to 100% such as \"20%\""
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^0*(100|[1-9]?[0-9])%$')",message="spec.updateStrategy.rollingUpdate.maxUnavailable: use a non-negative integer or a percentage from 0% to 100% such as \"20%\""
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
 
 	// MaxSurge is how many nodes may run a new pod next to their old one
@@ -94,7 +94,7 @@ type RollingUpdateDaemonSet struct {
 	// InPlaceIfPossible.
 	//
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9][0-9]?|0)%$')",message="spec.updateStrategy.rollingUpdate.maxSurge: use a non-negative integer or a percentage from 0% to 100% such as \"20%\""
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^0*(100|[1-9]?[0-9])%$')",message="spec.updateStrategy.rollingUpdate.maxSurge: use a non-negative integer or a percentage from 0% to 100% such as \"20%\""
 	MaxSurge *intstr.IntOrString `json:"maxSurge,omitempty"`
 
 	// Selector limits the update to pods on nodes whose labels match; pods

@@ -476,7 +476,7 @@ type SidecarSetUpdateStrategy struct {
 	//
 	// +optional
 	// +kubebuilder:default=0
-	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9][0-9]?|0)%$')",message="spec.updateStrategy.partition: use a non-negative integer or a percentage from 0% to 100%"
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^0*(100|[1-9]?[0-9])%$')",message="spec.updateStrategy.partition: use a non-negative integer or a percentage from 0% to 100%"
 	Partition *intstr.IntOrString `json:"partition,omitempty"`
 
 	// MaxUnavailable is how many matching pods (an integer, or a percentage
@@ -485,7 +485,7 @@ type SidecarSetUpdateStrategy struct {
 	//
 	// +optional
 	// +kubebuilder:default=1
-	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9][0-9]?|0)%$')",message="spec.updateStrategy.maxUnavailable: use a non-negative integer or a percentage from 0% to 100%"
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^0*(100|[1-9]?[0-9])%$')",message="spec.updateStrategy.maxUnavailable: use a non-negative integer or a percentage from 0% to 100%"
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
 
 	// PriorityStrategy orders the pods to update by their labels.

@@ -575,7 +575,7 @@ func (in *CloneSetUpdateStrategy) DeepCopyInto(out *CloneSetUpdateStrategy) {
 	if in.InPlaceUpdateStrategy != nil {
 		in, out := &in.InPlaceUpdateStrategy, &out.InPlaceUpdateStrategy
 		*out = new(pub.InPlaceUpdateStrategy)
-		**out = **in
+		(*in).DeepCopyInto(*out)
 	}
 	return
 }

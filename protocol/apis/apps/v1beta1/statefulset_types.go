@@ -304,9 +304,10 @@ type StatefulSetSpec struct {
 
 	// PersistentVolumeClaimRetentionPolicy is what happens to the PVCs
 	// created from volumeClaimTemplates when the StatefulSet is deleted or
-	// scaled in. Unset keeps them in both cases.
+	// scaled in. Defaults to keeping them (Retain) in both cases.
 	//
 	// +optional
+	// +kubebuilder:default={}
 	PersistentVolumeClaimRetentionPolicy *StatefulSetPersistentVolumeClaimRetentionPolicy `json:"persistentVolumeClaimRetentionPolicy,omitempty"`
 
 	// Ordinals sets how replicas are numbered (the first ordinal). Unset
