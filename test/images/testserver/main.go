@@ -1,0 +1,151 @@
+// Command testserver is the local cluster's e2e test image and its pod
+// sandbox (pause) image: one static binary with subcommands.
+//
+//	testserver serve [--port 8080]              HTTP server for e2e tests
+//	testserver pause                            sleep until SIGTERM or SIGINT
+//	testserver cri-pods [--socket S] [--watch]  print the node's pod sandboxes
+//	testserver get [--timeout 5s] URL           print the body of an HTTP GET
+//
+// Invoked as "pause" (for example as /pause), it pauses without arguments, so
+// an image whose entrypoint is /pause is a sandbox image.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+const usage = "usage: testserver serve [--port N] | pause | cri-pods [--socket PATH] [--watch] | get [--timeout D] URL"
+
+func main() {
+	cmd, args := subcommand(os.Args)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := run(ctx, cmd, args, os.Stdout); err != nil {
+		fmt.Fprintf(os.Stderr, "testserver %s: %v\n", cmd, err)
+		stop()
+		os.Exit(1)
+	}
+}
+
+// subcommand splits the command line into the subcommand and its
+// arguments; invoked as "pause", the binary pauses.
+func subcommand(argv []string) (string, []string) {
+	switch {
+	case len(argv) > 0 && filepath.Base(argv[0]) == "pause":
+		return "pause", nil
+	case len(argv) > 1:
+		return argv[1], argv[2:]
+	default:
+		return "", nil
+	}
+}
+
+// run runs one subcommand until it ends or ctx is done.
+func run(ctx context.Context, cmd string, args []string, out io.Writer) error {
+	switch cmd {
+	case "serve":
+		fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+		port := fs.Int("port", 8080, "TCP port to listen on")
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		return serve(ctx, net.JoinHostPort("", strconv.Itoa(*port)))
+	case "pause":
+		return pause(ctx, os.Getpid() == 1)
+	case "cri-pods":
+		fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+		socket := fs.String("socket", "/run/containerd/containerd.sock", "CRI runtime socket")
+		watch := fs.Bool("watch", false, "print the pods again every 5s until terminated")
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		interval := time.Duration(0)
+		if *watch {
+			interval = watchInterval
+		}
+		return criPods(ctx, *socket, interval, out)
+	case "get":
+		fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+		timeout := fs.Duration("timeout", 5*time.Second, "give up after this long")
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		if fs.NArg() != 1 {
+			return errors.New("get: want exactly one URL")
+		}
+		return get(ctx, fs.Arg(0), *timeout, out)
+	default:
+		return errors.New(usage)
+	}
+}
+
+// serve answers HTTP on addr until ctx is done.
+func serve(ctx context.Context, addr string) error {
+	hostname := os.Getenv("HOSTNAME")
+	if hostname == "" {
+		var err error
+		if hostname, err = os.Hostname(); err != nil {
+			return fmt.Errorf("hostname: %w", err)
+		}
+	}
+	srv := &http.Server{Addr: addr, Handler: newHandler(hostname), ReadHeaderTimeout: 10 * time.Second}
+	errs := make(chan error, 1)
+	go func() { errs <- srv.ListenAndServe() }()
+	select {
+	case err := <-errs:
+		return fmt.Errorf("listen on %s: %w", addr, err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	return srv.Shutdown(shutdownCtx)
+}
+
+// newHandler serves "/" (the pod's host name), "/healthz" and
+// "/echo?msg=TEXT".
+func newHandler(hostname string) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = fmt.Fprintln(w, hostname)
+	})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /echo", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, r.URL.Query().Get("msg"))
+	})
+	return mux
+}
+
+// get prints the body of a GET of url; a non-2xx answer is an error. It is
+// the e2e client: Debian's static busybox wget crashes resolving names.
+func get(ctx context.Context, url string, timeout time.Duration, out io.Writer) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	_, err = io.Copy(out, resp.Body)
+	return err
+}
