@@ -15,8 +15,11 @@ export PATH := $(PATH):/usr/local/go/bin
 
 PLATFORMS ?= linux/amd64 linux/arm64 linux/arm/v7
 BIN := $(CURDIR)/bin
+NODES ?= 3
+SHOAL_CLUSTER := $(CACHE)/bin/shoal-cluster
 
-.PHONY: help build test test-unit verify generate up clean
+.PHONY: help build test test-unit test-e2e e2e e2e-kind verify generate up clean \
+	cluster-up cluster-down cluster-env $(SHOAL_CLUSTER)
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -32,10 +35,31 @@ build: ## Compile everything for linux/amd64, arm64 and arm/v7 (CGO off); binari
 	  fi; \
 	done
 
-test: test-unit ## Run every test (the README's test command).
+test: test-unit test-e2e ## Run every test (the README's test command).
 
 test-unit: ## Unit and in-process tests, with the race detector.
 	go test -race -count=1 ./...
+
+test-e2e: $(SHOAL_CLUSTER) ## End-to-end suite on a fresh local cluster, torn down afterwards.
+	hack/e2e.sh fresh
+
+e2e: $(SHOAL_CLUSTER) ## End-to-end suite against the running local cluster (starts it if needed).
+	hack/e2e.sh
+
+e2e-kind: ## End-to-end suite on kind (needs Docker and internet; see test/e2e/README.md).
+	hack/e2e-kind.sh
+
+$(SHOAL_CLUSTER):
+	@go build -o $@ ./cmd/shoal-cluster
+
+cluster-up: $(SHOAL_CLUSTER) ## Start the local multi-node cluster (NODES=3).
+	$(SHOAL_CLUSTER) up --nodes $(NODES)
+
+cluster-down: $(SHOAL_CLUSTER) ## Stop the local cluster and remove everything it made.
+	$(SHOAL_CLUSTER) down
+
+cluster-env: $(SHOAL_CLUSTER) ## Print export lines for the local cluster: eval "$$(make -s cluster-env)".
+	@$(SHOAL_CLUSTER) env
 
 verify: ## gofmt, vet, staticcheck, generated code up to date, go mod tidy, one Kubernetes version.
 	hack/verify.sh
@@ -43,7 +67,7 @@ verify: ## gofmt, vet, staticcheck, generated code up to date, go mod tidy, one 
 generate: ## Regenerate deepcopy, clientset, listers, informers and CRDs from protocol/apis.
 	hack/update-codegen.sh
 
-up: ## Bring up the local cluster with Shoal installed and run its main job.
+up: $(SHOAL_CLUSTER) ## Bring up the local cluster with Shoal installed and run its main job.
 	hack/up.sh
 
 clean: ## Remove build outputs and caches.

@@ -1,0 +1,162 @@
+package cluster
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/shoal-io/shoal/test/cluster/pki"
+)
+
+// Inside a node, these host directories (under NodeDir) are mounted over
+// the standard paths, so containerd and kubelet run with their defaults:
+// the node's socket is /run/containerd/containerd.sock, as on any node.
+var nodeMounts = []struct{ hostSubdir, path string }{
+	{"var-lib", "/var/lib"},
+	{"var-log", "/var/log"},
+	{"etc-containerd", "/etc/containerd"},
+	{"etc-cni", "/etc/cni"},
+}
+
+// ContainerdSocket is the runtime socket inside every node.
+const ContainerdSocket = "/run/containerd/containerd.sock"
+
+// writeNodeConfig writes the files node i needs before it starts:
+// containerd's config and registry mirror, the CNI network, and the
+// kubelet and kube-proxy configurations.
+func writeNodeConfig(cfg *Config, b *pki.Bundle, i int) error {
+	node := NodeName(i)
+	dir := cfg.NodeDir(node)
+	for _, m := range nodeMounts {
+		if err := os.MkdirAll(filepath.Join(dir, m.hostSubdir), 0o755); err != nil {
+			return fmt.Errorf("create %s dirs: %w", node, err)
+		}
+	}
+	registryHost := fmt.Sprintf("certs.d/%s/hosts.toml", Registry())
+	files := map[string]string{
+		"etc-containerd/config.toml":      containerdConfig(),
+		"etc-containerd/" + registryHost:  fmt.Sprintf("server = \"http://%[1]s\"\n\n[host.\"http://%[1]s\"]\n  capabilities = [\"pull\", \"resolve\", \"push\"]\n", Registry()),
+		"etc-cni/net.d/10-shoal.conflist": cniConfig(i),
+		"kubelet.yaml":                    kubeletConfig(b, node, i),
+		"kube-proxy.yaml":                 kubeProxyConfig(b, node),
+	}
+	for name, content := range files {
+		path := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return fmt.Errorf("write %s config: %w", node, err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			return fmt.Errorf("write %s config: %w", node, err)
+		}
+	}
+	return nil
+}
+
+func containerdConfig() string {
+	// restrict_oom_score_adj: this machine cannot lower oom_score_adj, and
+	// without it every sandbox fails to start.
+	return fmt.Sprintf(`version = 2
+root = "/var/lib/containerd"
+state = "/run/containerd"
+
+[grpc]
+  address = %q
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "%s/pause:3.10"
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = %q
+    conf_dir = "/etc/cni/net.d"
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "/etc/containerd/certs.d"
+`, ContainerdSocket, Registry(), CNIBinDir)
+}
+
+func cniConfig(i int) string {
+	return fmt.Sprintf(`{
+  "cniVersion": "0.4.0",
+  "name": "shoal",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "cni0",
+      "isGateway": true,
+      "ipMasq": false,
+      "hairpinMode": true,
+      "ipam": {
+        "type": "host-local",
+        "ranges": [[{"subnet": %q}]],
+        "routes": [{"dst": "0.0.0.0/0"}]
+      }
+    },
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]
+}
+`, PodCIDR(i))
+}
+
+func kubeletConfig(b *pki.Bundle, node string, i int) string {
+	// failCgroupV1: kubelet 1.36 refuses cgroup v1 hosts by default.
+	// cgroupRoot: two kubelets on one machine must not share one.
+	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: %s
+port: 10250
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: 10248
+tlsCertFile: %s
+tlsPrivateKeyFile: %s
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: %s}
+authorization:
+  mode: Webhook
+containerRuntimeEndpoint: unix://%s
+cgroupDriver: cgroupfs
+cgroupRoot: /%s
+failCgroupV1: false
+failSwapOn: false
+enforceNodeAllocatable: []
+evictionHard: {}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+serializeImagePulls: false
+clusterDomain: cluster.local
+podCIDR: %s
+`, NodeIP(i), b.NodeServingCert(node), b.NodeServingKey(node), b.CACert, ContainerdSocket, node, PodCIDR(i))
+}
+
+func kubeProxyConfig(b *pki.Bundle, node string) string {
+	// conntrack.maxPerCore 0 leaves the host's conntrack table alone.
+	return fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: iptables
+clientConnection:
+  kubeconfig: %s
+hostnameOverride: %s
+clusterCIDR: %s
+metricsBindAddress: 127.0.0.1:10249
+healthzBindAddress: 127.0.0.1:10256
+conntrack:
+  maxPerCore: 0
+`, b.Kubeconfig(pki.Proxy), node, ClusterCIDR)
+}
+
+// nodeLabels are set by kubelet at registration: kind's plus a zone.
+func nodeLabels(i int) string {
+	return strings.Join([]string{
+		"topology.kubernetes.io/zone=" + Zone(i),
+		"shoal.io/test-cluster=true",
+	}, ",")
+}
