@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"strconv"
 	"strings"
 )
 
@@ -139,35 +140,71 @@ func RestoreNode(ctx context.Context, node string) error {
 
 // Netem shapes a node's traffic in both directions: delay (e.g. "100ms",
 // "" for none) and rate (e.g. "10mbit", "" for unlimited). Both empty
-// removes the shaping.
+// removes the shaping. A rate alone uses the tbf qdisc; a delay needs the
+// kernel's netem qdisc (CONFIG_NET_SCH_NETEM), which some kernels lack.
 func Netem(ctx context.Context, node, delay, rate string) error {
 	i, err := NodeIndex(node)
 	if err != nil {
 		return err
 	}
-	ends := [][]string{{}, {"ip", "netns", "exec", NetnsName(node)}}
-	devs := []string{VethName(i), "eth0"}
-	for k, prefix := range ends {
-		tc := append(append([]string{}, prefix...), "tc", "qdisc")
-		if delay == "" && rate == "" {
-			args := append(tc, "del", "dev", devs[k], "root")
+	var qdisc []string
+	switch {
+	case delay != "":
+		qdisc = []string{"netem", "delay", delay}
+		if rate != "" {
+			qdisc = append(qdisc, "rate", rate)
+		}
+	case rate != "":
+		bps, err := parseRate(rate)
+		if err != nil {
+			return err
+		}
+		// A burst of ~4ms of traffic (at least 16 KiB) keeps tbf at its rate.
+		burst := max(bps/8/250, 16<<10)
+		qdisc = []string{"tbf", "rate", rate, "burst", fmt.Sprint(burst), "latency", "200ms"}
+	}
+	ends := []struct {
+		prefix []string
+		dev    string
+	}{{nil, VethName(i)}, {[]string{"ip", "netns", "exec", NetnsName(node)}, "eth0"}}
+	for _, end := range ends {
+		tc := append(append([]string{}, end.prefix...), "tc", "qdisc")
+		var args []string
+		if qdisc == nil {
+			args = append(tc, "del", "dev", end.dev, "root")
 			if err := runTolerant(ctx, append(missing, "Cannot delete qdisc with handle of zero"), args[0], args[1:]...); err != nil {
 				return err
 			}
 			continue
 		}
-		args := append(tc, "replace", "dev", devs[k], "root", "netem")
-		if delay != "" {
-			args = append(args, "delay", delay)
-		}
-		if rate != "" {
-			args = append(args, "rate", rate)
-		}
+		args = append(append(tc, "replace", "dev", end.dev, "root"), qdisc...)
 		if err := run(ctx, args[0], args[1:]...); err != nil {
+			if strings.Contains(err.Error(), "qdisc kind is unknown") && qdisc[0] == "netem" {
+				return fmt.Errorf("shape %s: this kernel has no netem qdisc (CONFIG_NET_SCH_NETEM), so delay cannot be added here; a rate limit alone works (--rate without --delay)", node)
+			}
 			return fmt.Errorf("shape %s: %w", node, err)
 		}
 	}
 	return nil
+}
+
+// parseRate reads a tc rate in bits per second: 800bit, 100kbit, 10mbit,
+// 1gbit.
+func parseRate(rate string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"gbit", 1e9}, {"mbit", 1e6}, {"kbit", 1e3}, {"bit", 1}}
+	for _, u := range units {
+		if n, ok := strings.CutSuffix(rate, u.suffix); ok {
+			v, err := strconv.ParseInt(n, 10, 64)
+			if err != nil || v <= 0 {
+				break
+			}
+			return v * u.mult, nil
+		}
+	}
+	return 0, fmt.Errorf("rate %q: use a positive integer with bit, kbit, mbit or gbit, e.g. 10mbit", rate)
 }
 
 // clusterLinks lists the bridge and node veths present in the root
