@@ -15,7 +15,8 @@ if [ "$fresh" = fresh ]; then
   trap '"$sc" down' EXIT
 fi
 "$sc" up --nodes "${NODES:-3}"
-eval "$("$sc" env)"
+env_lines=$("$sc" env)
+eval "$env_lines"
 hack/install-crds.sh
 export SHOAL_E2E_ARTIFACTS=${SHOAL_E2E_ARTIFACTS:-$PWD/.cache/e2e-artifacts}
 
@@ -34,7 +35,8 @@ suite() { # package, log
 suite ./test/e2e/... .cache/e2e.log
 
 if [ "$fresh" = fresh ]; then
+  # The EXIT trap stays: if the teardown test dies without its cleanup, the
+  # trap still takes its cluster down.
   "$sc" down
-  trap - EXIT
   suite ./test/cluster/ .cache/e2e-teardown.log
 fi

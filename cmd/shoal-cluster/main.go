@@ -60,6 +60,15 @@ func run(ctx context.Context, args []string) error {
 		return fmt.Errorf("find own executable: %w", err)
 	}
 	cmd, rest := args[0], args[1:]
+	if cmd == "up" || cmd == "down" {
+		// Bridge, namespaces and cgroups have machine-wide names: one
+		// up or down at a time.
+		unlock, err := lockMachine(ctx)
+		if err != nil {
+			return err
+		}
+		defer unlock()
+	}
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	nodes := fs.Int("nodes", nodeCount(root), "number of worker nodes")
 	switch cmd {
@@ -236,3 +245,32 @@ type stringList []string
 
 func (s *stringList) String() string     { return strings.Join(*s, ",") }
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+// lockMachine takes the machine-wide lock of the local cluster, waiting
+// (bounded by ctx) while another up or down holds it.
+func lockMachine(ctx context.Context) (func(), error) {
+	const path = "/run/lock/shoal-cluster.lock"
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("lock: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("lock: %w", err)
+	}
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { _ = f.Close() }, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			_ = f.Close()
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		select {
+		case <-ctx.Done():
+			_ = f.Close()
+			return nil, fmt.Errorf("waiting for another shoal-cluster up/down to finish: %w", ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}

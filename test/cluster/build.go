@@ -39,7 +39,7 @@ func EnsureBinaries(ctx context.Context, cfg *Config, log io.Writer) error {
 			return err
 		}
 	}
-	return installFile(filepath.Join(cfg.BinDir(), "kubectl"), cfg.Kubectl())
+	return installFile(filepath.Join(cfg.BinDir(), "kubectl"), cfg.Kubectl(), 0o755)
 }
 
 // buildKube builds k8s.io/kubernetes commands in a throwaway module. The
@@ -92,14 +92,33 @@ func buildKube(ctx context.Context, cfg *Config, cmds []string, log io.Writer) e
 	for _, c := range cmds {
 		want = append(want, "k8s.io/kubernetes/cmd/"+c)
 	}
-	args := append([]string{"build", "-trimpath", "-ldflags", strings.Join(ldflags, " "), "-o", cfg.BinDir() + "/"}, want...)
-	if err := os.MkdirAll(cfg.BinDir(), 0o755); err != nil {
-		return fmt.Errorf("create %s: %w", cfg.BinDir(), err)
+	// Build next to the cache and move into it only when complete, so that
+	// an interrupted build never leaves a truncated binary behind.
+	tmp := cfg.BinDir() + ".tmp"
+	if err := os.RemoveAll(tmp); err != nil {
+		return fmt.Errorf("clear %s: %w", tmp, err)
 	}
+	args := append([]string{"build", "-trimpath", "-ldflags", strings.Join(ldflags, " "), "-o", tmp + "/"}, want...)
 	if err := goCmd(ctx, dir, log, []string{"CGO_ENABLED=0"}, args...); err != nil {
 		return err
 	}
-	return checkVersion(ctx, filepath.Join(cfg.BinDir(), "kube-apiserver"), "v"+cfg.KubeVersion)
+	for _, c := range cmds {
+		if c != "kubectl" { // the kube-* daemons answer --version
+			if err := checkVersion(ctx, filepath.Join(tmp, c), "v"+cfg.KubeVersion); err != nil {
+				return err
+			}
+			break
+		}
+	}
+	if err := os.MkdirAll(cfg.BinDir(), 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", cfg.BinDir(), err)
+	}
+	for _, c := range cmds {
+		if err := os.Rename(filepath.Join(tmp, c), filepath.Join(cfg.BinDir(), c)); err != nil {
+			return fmt.Errorf("install %s: %w", c, err)
+		}
+	}
+	return os.RemoveAll(tmp)
 }
 
 // buildEtcd builds etcd's server module (its main package is the etcd
@@ -117,8 +136,12 @@ func buildEtcd(ctx context.Context, cfg *Config, log io.Writer) error {
 	if err := os.MkdirAll(filepath.Dir(cfg.EtcdBinary()), 0o755); err != nil {
 		return fmt.Errorf("create etcd bin dir: %w", err)
 	}
-	return goCmd(ctx, dir, log, []string{"CGO_ENABLED=0"}, "build", "-trimpath", "-ldflags", "-s -w",
-		"-o", cfg.EtcdBinary(), "go.etcd.io/etcd/server/v3")
+	tmp := cfg.EtcdBinary() + ".tmp"
+	if err := goCmd(ctx, dir, log, []string{"CGO_ENABLED=0"}, "build", "-trimpath", "-ldflags", "-s -w",
+		"-o", tmp, "go.etcd.io/etcd/server/v3"); err != nil {
+		return err
+	}
+	return os.Rename(tmp, cfg.EtcdBinary())
 }
 
 func writeModule(dir, gomod, tools string) error {
@@ -142,7 +165,7 @@ func moduleDir(ctx context.Context, dir, moduleAtVersion string) (string, error)
 	}
 	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", moduleAtVersion)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod")
+	cmd.Env = append(os.Environ(), "GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -mod=mod"))
 	out, err := cmd.Output()
 	if err != nil {
 		return "", fmt.Errorf("go mod download %s: %w", moduleAtVersion, err)
@@ -183,7 +206,7 @@ func executable(path string) bool {
 	return err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0
 }
 
-func installFile(src, dst string) error {
+func installFile(src, dst string, mode os.FileMode) error {
 	data, err := os.ReadFile(src)
 	if err != nil {
 		return fmt.Errorf("install %s: %w", dst, err)
@@ -195,7 +218,7 @@ func installFile(src, dst string) error {
 		return fmt.Errorf("install %s: %w", dst, err)
 	}
 	tmp := dst + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o755); err != nil {
+	if err := os.WriteFile(tmp, data, mode); err != nil {
 		return fmt.Errorf("install %s: %w", dst, err)
 	}
 	return os.Rename(tmp, dst)

@@ -89,8 +89,10 @@ func (c *Config) EtcdBinary() string {
 // StateDir holds the running cluster: PKI, etcd data, node dirs, logs.
 func (c *Config) StateDir() string { return filepath.Join(c.CacheDir(), "cluster", "state") }
 
-// LogDir holds one log file per component.
-func (c *Config) LogDir() string { return filepath.Join(c.StateDir(), "logs") }
+// LogDir holds one log file per component. It is outside the state dir so
+// that the logs of a failed run survive the teardown that follows; a fresh
+// Up starts it empty.
+func (c *Config) LogDir() string { return filepath.Join(c.CacheDir(), "cluster", "logs") }
 
 // PKIDir holds certificates, keys and per-identity kubeconfigs.
 func (c *Config) PKIDir() string { return filepath.Join(c.StateDir(), "pki") }

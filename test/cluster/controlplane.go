@@ -126,6 +126,7 @@ func waitHealthy(ctx context.Context, cfg *Config, b *pki.Bundle, name string, t
 	if err != nil {
 		return err
 	}
+	defer client.CloseIdleConnections()
 	deadline := time.Now().Add(timeout)
 	var last string
 	for {

@@ -132,6 +132,9 @@ evictionHard: {}
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 serializeImagePulls: false
+# Renew the node lease every 4s: with the controller-manager's 20s grace
+# period a node survives a few late renewals on a busy 2-core machine.
+nodeLeaseDurationSeconds: 16
 clusterDomain: cluster.local
 podCIDR: %s
 `, NodeIP(i), b.NodeServingCert(node), b.NodeServingKey(node), b.CACert, ContainerdSocket, node, PodCIDR(i))

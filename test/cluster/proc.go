@@ -52,10 +52,45 @@ func startDetached(cfg *Config, spec procSpec) (int, error) {
 	if err := os.WriteFile(filepath.Join(cfg.runDir(), spec.Name+".json"), data, 0o644); err != nil {
 		return 0, fmt.Errorf("record %s: %w", spec.Name, err)
 	}
-	if err := os.WriteFile(filepath.Join(cfg.runDir(), spec.Name+".pid"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
+	if err := writePidFile(cfg, spec.Name, pid); err != nil {
 		return 0, fmt.Errorf("record %s: %w", spec.Name, err)
 	}
 	return pid, nil
+}
+
+// A pid file holds "<pid> <start time> <boot id>", so that a pid reused by
+// an unrelated process after a crash or reboot is never taken for ours.
+func writePidFile(cfg *Config, name string, pid int) error {
+	start, err := procStartTime(pid)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(cfg.runDir(), name+".pid")
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(fmt.Sprintf("%d %s %s", pid, start, bootID())), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// procStartTime is field 22 of /proc/<pid>/stat: when the process started,
+// in clock ticks since boot.
+func procStartTime(pid int) (string, error) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", err
+	}
+	i := bytes.LastIndexByte(stat, ')')
+	fields := strings.Fields(string(stat[i+1:]))
+	if i < 0 || len(fields) < 20 {
+		return "", fmt.Errorf("parse /proc/%d/stat", pid)
+	}
+	return fields[19], nil
+}
+
+func bootID() string {
+	id, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	return strings.TrimSpace(string(id))
 }
 
 // restartDetached starts a recorded process again if it is not running.
@@ -75,27 +110,40 @@ func restartDetached(cfg *Config, name string) error {
 	return err
 }
 
-// runningPid returns the recorded pid of name if that process still runs.
+// runningPid returns the recorded pid of name if that very process (same
+// start time, same boot) still runs.
 func runningPid(cfg *Config, name string) (int, bool) {
 	data, err := os.ReadFile(filepath.Join(cfg.runDir(), name+".pid"))
 	if err != nil {
 		return 0, false
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
-	if err != nil {
+	f := strings.Fields(string(data))
+	if len(f) != 3 || f[2] != bootID() {
 		return 0, false
 	}
-	return pid, alive(pid)
+	pid, err := strconv.Atoi(f[0])
+	if err != nil || !alive(pid) {
+		return 0, false
+	}
+	if start, err := procStartTime(pid); err != nil || start != f[1] {
+		return 0, false
+	}
+	return pid, true
 }
 
 // stopDetached sends SIGTERM (or SIGKILL when kill is set) to a recorded
 // process and waits up to grace for it to exit, then kills it.
 func stopDetached(ctx context.Context, cfg *Config, name string, kill bool, grace time.Duration) error {
 	pid, ok := runningPid(cfg, name)
-	if !ok {
-		return nil
+	if ok {
+		if err := terminate(ctx, pid, kill, grace); err != nil {
+			return err
+		}
 	}
-	return terminate(ctx, pid, kill, grace)
+	if err := os.Remove(filepath.Join(cfg.runDir(), name+".pid")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("forget %s: %w", name, err)
+	}
+	return nil
 }
 
 func terminate(ctx context.Context, pid int, kill bool, grace time.Duration) error {
@@ -174,18 +222,23 @@ func listProcs(match func(procInfo) bool) []procInfo {
 }
 
 // clusterProcs finds every process the cluster started, whether or not its
-// pid file survived: those whose command line points into the state dir
-// (every component's does), and this program's long-lived subcommands.
-// Processes of other clusters that merely run the cached binaries are not
-// matched. A node's containerd and its containers are found through the
-// node's cgroup instead (killNodeCgroups).
+// pid file survived: this program's long-lived subcommands, and the cached
+// Kubernetes and etcd binaries running with this cluster's state dir on
+// their command line. Other processes that merely mention the state dir
+// (a `tail -f` of a log), other clusters running the cached binaries, and
+// other checkouts' shoal-cluster are not matched. A node's containerd and
+// its containers are found through the node's cgroup (killNodeCgroups).
 func clusterProcs(cfg *Config) []procInfo {
 	self, _ := os.Executable()
 	state := cfg.StateDir() + string(filepath.Separator)
+	binDir := cfg.BinDir() + string(filepath.Separator)
 	return listProcs(func(p procInfo) bool {
-		isShoalCluster := p.exe == self || filepath.Base(p.exe) == "shoal-cluster"
-		if isShoalCluster && len(p.args) > 1 && (p.args[1] == "node-supervisor" || p.args[1] == "registry") {
-			return true
+		exe := strings.TrimSuffix(p.exe, " (deleted)") // rebuilt since it started
+		if exe == self {
+			return len(p.args) > 1 && (p.args[1] == "node-supervisor" || p.args[1] == "registry")
+		}
+		if !strings.HasPrefix(exe, binDir) && exe != cfg.EtcdBinary() {
+			return false
 		}
 		for _, a := range p.args {
 			if strings.Contains(a, state) {

@@ -63,6 +63,13 @@ func RunNodeSupervisor(ctx context.Context, cfg *Config, node string) error {
 	if err := json.Unmarshal(data, &s.specs); err != nil {
 		return fmt.Errorf("decode %s: %w", nodeProcessesFile(cfg, node), err)
 	}
+	for _, ns := range []string{"mnt", "net"} {
+		self, _ := os.Readlink("/proc/self/ns/" + ns)
+		host, _ := os.Readlink("/proc/1/ns/" + ns)
+		if self == host {
+			return fmt.Errorf("node-supervisor must run in the node's own %s namespace (shoal-cluster up starts it through nsenter and unshare); refusing to change the host's", ns)
+		}
+	}
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("become subreaper: %w", err)
 	}
@@ -198,6 +205,10 @@ func (s *supervisor) start(ctx context.Context, name string) error {
 	if err != nil {
 		s.mu.Unlock()
 		return fmt.Errorf("open log of %s: %w", name, err)
+	}
+	if p.Ready != "" {
+		// A killed daemon leaves its socket behind; wait for a fresh one.
+		_ = os.Remove(p.Ready)
 	}
 	devnull, _ := os.Open(os.DevNull)
 	proc, err := os.StartProcess(p.Args[0], p.Args, &os.ProcAttr{

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -69,6 +70,9 @@ func Up(ctx context.Context, cfg *Config, self string, log io.Writer) error {
 	if err := EnsureBinaries(ctx, cfg, log); err != nil {
 		return err
 	}
+	if err := os.RemoveAll(cfg.LogDir()); err != nil {
+		return fmt.Errorf("clear logs of the last run: %w", err)
+	}
 	for _, d := range []string{cfg.LogDir(), cfg.runDir()} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return fmt.Errorf("create %s: %w", d, err)
@@ -99,7 +103,7 @@ func Up(ctx context.Context, cfg *Config, self string, log io.Writer) error {
 	if err := startControlPlane(ctx, cfg, b); err != nil {
 		return err
 	}
-	if err := installFile(b.Kubeconfig(pki.Admin), cfg.Kubeconfig()); err != nil {
+	if err := installFile(b.Kubeconfig(pki.Admin), cfg.Kubeconfig(), 0o600); err != nil {
 		return err
 	}
 	step("nodes")
@@ -143,6 +147,9 @@ func startRegistry(ctx context.Context, cfg *Config, self string) error {
 		conn, err := net.DialTimeout("tcp", Registry(), time.Second)
 		if err == nil {
 			return conn.Close()
+		}
+		if _, ok := runningPid(cfg, "registry"); !ok {
+			return fmt.Errorf("registry exited; see %s", filepath.Join(cfg.LogDir(), "registry.log"))
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("registry not listening on %s: %w; see %s", Registry(), err, filepath.Join(cfg.LogDir(), "registry.log"))
@@ -296,10 +303,14 @@ func Healthy(ctx context.Context, cfg *Config) error {
 
 // Down stops everything the cluster started and removes what it made:
 // processes, mounts, network namespaces, links, the bridge, cgroups and
-// the state directory. Built binaries stay cached. Safe to run any time.
+// the state directory. Built binaries stay cached, and the logs stay in
+// LogDir for a look after a failure. Safe to run any time. It goes through
+// every step even when one fails, and keeps the state dir (with its pid
+// files) if anything failed, so that the next Down can finish the job.
 func Down(ctx context.Context, cfg *Config, log io.Writer) error {
 	start := time.Now()
 	step := func(what string) { _, _ = fmt.Fprintf(log, "[%5.1fs] %s\n", time.Since(start).Seconds(), what) }
+	var errs []error
 	nodes := map[string]bool{}
 	entries, _ := os.ReadDir(filepath.Join(cfg.StateDir(), "nodes"))
 	for _, e := range entries {
@@ -319,27 +330,30 @@ func Down(ctx context.Context, cfg *Config, log io.Writer) error {
 		}
 		cancel()
 		if err := killNodeCgroups(ctx, node); err != nil {
-			return fmt.Errorf("stop node %s: %w", node, err)
+			errs = append(errs, fmt.Errorf("stop node %s: %w", node, err))
 		}
 	}
 	step("stopping control plane and registry")
 	for k := len(ControlPlaneComponents) - 1; k >= 0; k-- {
 		if err := stopDetached(ctx, cfg, ControlPlaneComponents[k], false, 20*time.Second); err != nil {
-			return err
+			errs = append(errs, err)
 		}
 	}
 	if err := stopDetached(ctx, cfg, "registry", false, 10*time.Second); err != nil {
-		return err
+		errs = append(errs, err)
 	}
 	for _, p := range clusterProcs(cfg) {
 		_, _ = fmt.Fprintf(log, "killing leftover process %d %s\n", p.pid, strings.Join(p.args, " "))
 		if err := terminate(ctx, p.pid, true, 5*time.Second); err != nil {
-			return err
+			errs = append(errs, err)
 		}
 	}
 	step("removing network and state")
 	if err := teardownNetwork(ctx); err != nil {
-		return err
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("teardown incomplete (run down again; logs in %s): %w", cfg.LogDir(), errors.Join(errs...))
 	}
 	if err := removeAll(cfg, cfg.StateDir()); err != nil {
 		return err
