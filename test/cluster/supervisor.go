@@ -333,13 +333,7 @@ func (s *supervisor) shutdown() {
 		if others == 0 {
 			return
 		}
-		var ws unix.WaitStatus
-		for {
-			if pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil); pid <= 0 || err != nil {
-				break
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // the reaper collects them
 	}
 	log.Printf("some processes of %s survived shutdown", s.node)
 }
