@@ -128,8 +128,7 @@ func TestCELMessagesNameTheField(t *testing.T) {
 	for _, crd := range set.CRDs {
 		for _, v := range crd.Spec.Versions {
 			t.Run(crd.Spec.Names.Kind+"/"+v.Name, func(t *testing.T) {
-				var walk func(path string, p *apiextensionsv1.JSONSchemaProps)
-				walk = func(path string, p *apiextensionsv1.JSONSchemaProps) {
+				crdvalidation.Walk(v.Schema.OpenAPIV3Schema, func(path string, p *apiextensionsv1.JSONSchemaProps) {
 					for _, rule := range p.XValidations {
 						m := celMessage.FindStringSubmatch(rule.Message)
 						require.NotNil(t, m, "rule %q at %s: message %q must start with the field path", rule.Rule, path, rule.Message)
@@ -138,17 +137,7 @@ func TestCELMessagesNameTheField(t *testing.T) {
 						require.Contains(t, []string{"spec", "status", "metadata", field}, m[1],
 							"rule %q at %s: message %q must start at the object root or at %q", rule.Rule, path, rule.Message, field)
 					}
-					for name, child := range p.Properties {
-						walk(path+"."+name, &child)
-					}
-					if p.Items != nil && p.Items.Schema != nil {
-						walk(path+"[]", p.Items.Schema)
-					}
-					if p.AdditionalProperties != nil && p.AdditionalProperties.Schema != nil {
-						walk(path+"{}", p.AdditionalProperties.Schema)
-					}
-				}
-				walk("", v.Schema.OpenAPIV3Schema)
+				})
 			})
 		}
 	}
@@ -277,4 +266,28 @@ func expectation(t *testing.T, path string) string {
 	expect = strings.TrimSpace(expect)
 	require.NotEmpty(t, expect)
 	return expect
+}
+
+// TestUndescribedFindsBareFields guards the harness itself: a property
+// without a description is reported, while the standard root fields,
+// array items and map values are not.
+func TestUndescribedFindsBareFields(t *testing.T) {
+	described := func(props map[string]apiextensionsv1.JSONSchemaProps) apiextensionsv1.JSONSchemaProps {
+		return apiextensionsv1.JSONSchemaProps{Type: "object", Description: "d", Properties: props}
+	}
+	schema := apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
+		"apiVersion": {Type: "string"},
+		"metadata":   {Type: "object"},
+		"spec": described(map[string]apiextensionsv1.JSONSchemaProps{
+			"bare": {Type: "string"},
+			"list": {Type: "array", Description: "d", Items: &apiextensionsv1.JSONSchemaPropsOrArray{
+				Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
+					"inner": {Type: "string"},
+				}},
+			}},
+		}),
+	}}
+	var missing []string
+	crdvalidation.Undescribed(&schema, func(p string) { missing = append(missing, p) })
+	require.Equal(t, []string{"spec.bare", "spec.list[].inner"}, missing)
 }

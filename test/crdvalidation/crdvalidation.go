@@ -240,13 +240,13 @@ func ReadManifests(path string) ([]*unstructured.Unstructured, error) {
 	}
 }
 
-// Undescribed calls undescribed with the path of every property of a CRD
-// version's schema whose description is empty. The root's apiVersion, kind and metadata are
-// standard and skipped; array items and map values are described by their
-// parent property.
-func Undescribed(props *apiextensionsv1.JSONSchemaProps, undescribed func(path string)) {
+// Walk calls visit for every node of a schema, the root first (path ""),
+// then each property ("spec.replicas"), array item ("spec.containers[]")
+// and map value ("spec.labels{}"), in a stable order.
+func Walk(props *apiextensionsv1.JSONSchemaProps, visit func(path string, p *apiextensionsv1.JSONSchemaProps)) {
 	var walk func(path string, p *apiextensionsv1.JSONSchemaProps)
 	walk = func(path string, p *apiextensionsv1.JSONSchemaProps) {
+		visit(path, p)
 		names := make([]string, 0, len(p.Properties))
 		for n := range p.Properties {
 			names = append(names, n)
@@ -254,14 +254,7 @@ func Undescribed(props *apiextensionsv1.JSONSchemaProps, undescribed func(path s
 		sort.Strings(names)
 		for _, n := range names {
 			child := p.Properties[n]
-			childPath := path + "." + n
-			if path == "" && (n == "apiVersion" || n == "kind" || n == "metadata") {
-				continue
-			}
-			if strings.TrimSpace(child.Description) == "" {
-				undescribed(strings.TrimPrefix(childPath, "."))
-			}
-			walk(childPath, &child)
+			walk(strings.TrimPrefix(path+"."+n, "."), &child)
 		}
 		if p.Items != nil && p.Items.Schema != nil {
 			walk(path+"[]", p.Items.Schema)
@@ -271,6 +264,21 @@ func Undescribed(props *apiextensionsv1.JSONSchemaProps, undescribed func(path s
 		}
 	}
 	walk("", props)
+}
+
+// Undescribed calls undescribed with the path of every property of a CRD
+// version's schema whose description is empty. The root's apiVersion, kind
+// and metadata are standard and skipped; array items and map values are
+// described by their parent property.
+func Undescribed(props *apiextensionsv1.JSONSchemaProps, undescribed func(path string)) {
+	Walk(props, func(path string, p *apiextensionsv1.JSONSchemaProps) {
+		switch {
+		case path == "", path == "apiVersion", path == "kind", path == "metadata",
+			strings.HasSuffix(path, "[]"), strings.HasSuffix(path, "{}"):
+		case strings.TrimSpace(p.Description) == "":
+			undescribed(path)
+		}
+	})
 }
 
 func stripComments(doc []byte) []byte {
