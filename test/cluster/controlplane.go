@@ -103,15 +103,13 @@ var healthURL = map[string]string{
 	"kube-scheduler":          "https://127.0.0.1:10259/healthz",
 }
 
-// startControlPlane starts the components that are not running and waits
-// until each is healthy before starting the next.
+// startControlPlane starts each component and waits until it is healthy
+// before starting the next.
 func startControlPlane(ctx context.Context, cfg *Config, b *pki.Bundle) error {
 	specs := controlPlaneSpecs(cfg, b)
 	for _, name := range ControlPlaneComponents {
-		if _, ok := runningPid(cfg, name); !ok {
-			if _, err := startDetached(cfg, specs[name]); err != nil {
-				return err
-			}
+		if _, err := startDetached(cfg, specs[name]); err != nil {
+			return err
 		}
 		if err := waitHealthy(ctx, cfg, b, name, 2*time.Minute); err != nil {
 			return err

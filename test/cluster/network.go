@@ -105,15 +105,13 @@ func teardownNetwork(ctx context.Context) error {
 			}
 		}
 	}
-	out, err := exec.CommandContext(ctx, "ip", "netns", "list").Output()
+	namespaces, err := clusterNetns(ctx)
 	if err != nil {
-		return fmt.Errorf("ip netns list: %w", err)
+		return err
 	}
-	for _, line := range strings.Split(string(out), "\n") {
-		if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], NodePrefix) {
-			if err := runTolerant(ctx, missing, "ip", "netns", "del", f[0]); err != nil {
-				return err
-			}
+	for _, ns := range namespaces {
+		if err := runTolerant(ctx, missing, "ip", "netns", "del", ns); err != nil {
+			return err
 		}
 	}
 	return runTolerant(ctx, missing, "ip", "link", "del", BridgeName)
@@ -221,6 +219,21 @@ func clusterLinks(ctx context.Context) ([]string, error) {
 			if name == BridgeName || strings.HasPrefix(name, "shoal-w") {
 				names = append(names, name)
 			}
+		}
+	}
+	return names, nil
+}
+
+// clusterNetns lists the node network namespaces present on the machine.
+func clusterNetns(ctx context.Context) ([]string, error) {
+	out, err := exec.CommandContext(ctx, "ip", "netns", "list").Output()
+	if err != nil {
+		return nil, fmt.Errorf("ip netns list: %w", err)
+	}
+	var names []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], NodePrefix) {
+			names = append(names, f[0])
 		}
 	}
 	return names, nil

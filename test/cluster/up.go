@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -129,18 +128,16 @@ func pushImages(ctx context.Context, cfg *Config) error {
 }
 
 func startRegistry(ctx context.Context, cfg *Config, self string) error {
-	if _, ok := runningPid(cfg, "registry"); !ok {
-		_, err := startDetached(cfg, procSpec{
-			Name: "registry",
-			Log:  filepath.Join(cfg.LogDir(), "registry.log"),
-			Args: []string{self, "registry",
-				"--dir", filepath.Join(cfg.StateDir(), "registry"),
-				"--addr", Registry(),
-				"--addr", fmt.Sprintf("127.0.0.1:%d", RegistryPort)},
-		})
-		if err != nil {
-			return err
-		}
+	_, err := startDetached(cfg, procSpec{
+		Name: "registry",
+		Log:  filepath.Join(cfg.LogDir(), "registry.log"),
+		Args: []string{self, "registry",
+			"--dir", filepath.Join(cfg.StateDir(), "registry"),
+			"--addr", Registry(),
+			"--addr", fmt.Sprintf("127.0.0.1:%d", RegistryPort)},
+	})
+	if err != nil {
+		return err
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -161,7 +158,9 @@ func startRegistry(ctx context.Context, cfg *Config, self string) error {
 }
 
 // startNode writes node i's configuration and starts its supervisor inside
-// the node's network namespace and a new mount namespace.
+// the node's network namespace and a new mount namespace. Like the other
+// start functions it runs on a clean machine: Up returns early for a
+// healthy cluster and tears down anything else first.
 func startNode(ctx context.Context, cfg *Config, b *pki.Bundle, self string, i int) error {
 	node := NodeName(i)
 	if err := createNodeCgroups(node); err != nil {
@@ -189,17 +188,15 @@ func startNode(ctx context.Context, cfg *Config, b *pki.Bundle, self string, i i
 	if err := os.WriteFile(nodeProcessesFile(cfg, node), data, 0o644); err != nil {
 		return fmt.Errorf("write %s processes: %w", node, err)
 	}
-	if _, ok := runningPid(cfg, node); !ok {
-		_, err := startDetached(cfg, procSpec{
-			Name: node,
-			Log:  filepath.Join(cfg.LogDir(), node+"-supervisor.log"),
-			Args: []string{"nsenter", "--net=" + NetnsPath(node), "--",
-				"unshare", "--mount", "--propagation", "private", "--",
-				self, "node-supervisor", "--node", node, "--nodes", fmt.Sprint(cfg.Nodes)},
-		})
-		if err != nil {
-			return err
-		}
+	_, err := startDetached(cfg, procSpec{
+		Name: node,
+		Log:  filepath.Join(cfg.LogDir(), node+"-supervisor.log"),
+		Args: []string{"nsenter", "--net=" + NetnsPath(node), "--",
+			"unshare", "--mount", "--propagation", "private", "--",
+			self, "node-supervisor", "--node", node, "--nodes", fmt.Sprint(cfg.Nodes)},
+	})
+	if err != nil {
+		return err
 	}
 	deadline := time.Now().Add(90 * time.Second)
 	for {
@@ -378,11 +375,9 @@ func Leftovers(cfg *Config) []string {
 	for _, m := range leftoverMounts(cfg) {
 		left = append(left, "mount "+m)
 	}
-	if out, err := exec.Command("ip", "netns", "list").Output(); err == nil {
-		for _, line := range strings.Split(string(out), "\n") {
-			if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], NodePrefix) {
-				left = append(left, "netns "+f[0])
-			}
+	if namespaces, err := clusterNetns(context.Background()); err == nil {
+		for _, ns := range namespaces {
+			left = append(left, "netns "+ns)
 		}
 	}
 	if links, err := clusterLinks(context.Background()); err == nil {
