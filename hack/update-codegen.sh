@@ -47,3 +47,15 @@ tool informer-gen --go-header-file "$header" \
 echo "controller-gen crd"
 rm -rf deploy/crds
 tool controller-gen crd:crdVersions=v1 paths=./protocol/apis/... output:crd:dir=deploy/crds
+
+echo "buf generate (protocol/nodework)"
+# buf compiles the protos in Go (no protoc); the plugins come from the pinned
+# tools module and are put on PATH for it.
+toolbin=$(mktemp -d)
+trap 'rm -rf "$toolbin"' EXIT
+go build -modfile=hack/tools/go.mod -o "$toolbin/" \
+  github.com/bufbuild/buf/cmd/buf \
+  google.golang.org/protobuf/cmd/protoc-gen-go \
+  google.golang.org/grpc/cmd/protoc-gen-go-grpc
+rm -f protocol/nodework/v1/*.pb.go
+(cd protocol/nodework && PATH="$toolbin:$PATH" buf lint && PATH="$toolbin:$PATH" buf generate)
