@@ -1,4 +1,6 @@
-// Package cri will own the agent's access to the container runtime: socket
-// detection (containerd, CRI-O, cri-dockerd), a CRI client, and the node
-// inventory of pods and containers read from the labels kubelet writes.
+// Package cri is the agent's window on the node's container runtime: it
+// finds the runtime's socket (containerd, CRI-O, cri-dockerd) with Detect,
+// connects to it with Connect, and reads the pods and containers on the node
+// with ReadInventory, from the CRI alone, using the labels and annotations
+// kubelet writes (see labels.go).
 package cri
