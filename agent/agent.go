@@ -1,0 +1,270 @@
+// Package agent assembles shoal-agent, the program on every node: the CRI
+// connection and node inventory, the state dir and work runner, the link to
+// the coordinator, the memberlist mesh, and the metrics/health endpoint.
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"runtime"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/errgroup"
+	"k8s.io/klog/v2"
+
+	"github.com/shoal-io/shoal/agent/link"
+	"github.com/shoal-io/shoal/agent/mesh"
+	"github.com/shoal-io/shoal/agent/state"
+	"github.com/shoal-io/shoal/agent/work"
+	"github.com/shoal-io/shoal/cri"
+	"github.com/shoal-io/shoal/protocol/nodework"
+	nodeworkv1 "github.com/shoal-io/shoal/protocol/nodework/v1"
+)
+
+// Options are the agent's flags (docs/dev/backbone.md).
+type Options struct {
+	// NodeName is the node the agent runs on.
+	NodeName string
+	// Version is the agent's build version.
+	Version string
+	// Coordinator is the coordinator's host:port.
+	Coordinator string
+	// CoordinatorServerName is the name on the coordinator's certificate.
+	CoordinatorServerName string
+	// CAFile, TokenFile and MeshKeyFile are mounted by the DaemonSet.
+	CAFile, TokenFile, MeshKeyFile string
+	// MeshBindPort is memberlist's port; MeshAdvertise the node's address.
+	MeshBindPort  int
+	MeshAdvertise string
+	// RuntimeEndpoint forces a CRI socket; empty means detect under HostRoot.
+	RuntimeEndpoint, HostRoot string
+	// StateDir keeps accepted work across restarts.
+	StateDir string
+	// MetricsAddr serves /metrics, /healthz, /readyz and /inventory.
+	MetricsAddr string
+	// Zone is the node's topology zone, if known.
+	Zone string
+}
+
+// Run runs the agent until ctx ends.
+func Run(ctx context.Context, o Options) error {
+	log := klog.FromContext(ctx)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	store, err := state.Open(o.StateDir)
+	if err != nil {
+		return fmt.Errorf("open state dir: %w", err)
+	}
+	defer func() { _ = store.Close() }()
+
+	runner := work.New(store, map[string]work.Handler{nodework.KindNoop: work.Noop{}}, log)
+	reg.MustRegister(runner)
+
+	key, err := mesh.LoadKey(o.MeshKeyFile)
+	if err != nil {
+		return fmt.Errorf("mesh encryption key: %w", err)
+	}
+	_, metricsPort, _ := net.SplitHostPort(o.MetricsAddr)
+	m, err := mesh.New(mesh.Config{
+		NodeName:      o.NodeName,
+		BindPort:      o.MeshBindPort,
+		AdvertiseAddr: o.MeshAdvertise,
+		Key:           key,
+		Meta:          mesh.Meta{Endpoint: net.JoinHostPort(o.MeshAdvertise, metricsPort), Zone: o.Zone, Version: o.Version, Arch: arch()},
+		Registerer:    reg,
+	}, log)
+	if err != nil {
+		return fmt.Errorf("mesh: %w", err)
+	}
+
+	rt := &runtimeConn{hostRoot: o.HostRoot, explicit: o.RuntimeEndpoint}
+
+	l := link.New(link.Config{
+		Address:    o.Coordinator,
+		ServerName: o.CoordinatorServerName,
+		CAFile:     o.CAFile,
+		TokenFile:  o.TokenFile,
+		Runner:     runner,
+		Registerer: reg,
+		Hello: func() *nodeworkv1.Hello {
+			name, version := rt.info()
+			return &nodeworkv1.Hello{
+				NodeName:    o.NodeName,
+				MeshAddress: net.JoinHostPort(o.MeshAdvertise, strconv.Itoa(o.MeshBindPort)),
+				Capabilities: &nodeworkv1.Capabilities{
+					RuntimeName: name, RuntimeVersion: version, Os: runtime.GOOS, Arch: arch(),
+					Zone: o.Zone, AgentVersion: o.Version, WorkKinds: runner.Kinds(),
+				},
+			}
+		},
+		OnPeers: func(peers []*nodeworkv1.Peer) {
+			addrs := make([]string, 0, len(peers))
+			for _, p := range peers {
+				addrs = append(addrs, p.GetMeshAddress())
+			}
+			if len(addrs) == 0 {
+				return
+			}
+			if n, err := m.Join(addrs); err != nil {
+				log.Info("Could not join mesh peers", "peers", len(addrs), "joined", n, "err", err.Error())
+			}
+		},
+	})
+
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return rt.run(ctx) })
+	g.Go(func() error { return runner.Run(ctx) })
+	g.Go(func() error { return m.Run(ctx) })
+	g.Go(func() error { return l.Run(ctx) })
+	g.Go(func() error {
+		return serveHTTP(ctx, o.MetricsAddr, reg, rt, m, func() error {
+			select {
+			case <-runner.Ready():
+			default:
+				return errors.New("state dir not loaded yet")
+			}
+			if err := rt.err(); err != nil {
+				return err
+			}
+			return nil
+		})
+	})
+	return g.Wait()
+}
+
+// arch is GOARCH with the ARM variant, e.g. "arm/v7".
+func arch() string {
+	if runtime.GOARCH == "arm" {
+		return "arm/v" + goarm()
+	}
+	return runtime.GOARCH
+}
+
+// runtimeConn finds and keeps the CRI connection. Until a runtime is found
+// the agent is not ready and says why; it keeps looking.
+type runtimeConn struct {
+	hostRoot, explicit string
+
+	mu      sync.Mutex
+	rt      *cri.Runtime
+	lastErr error
+}
+
+func (c *runtimeConn) run(ctx context.Context) error {
+	log := klog.FromContext(ctx).WithName("cri")
+	for {
+		ep, err := cri.Detect(c.hostRoot, c.explicit)
+		var rt *cri.Runtime
+		if err == nil {
+			rt, err = cri.Connect(ctx, ep, 10*time.Second)
+		}
+		if err == nil {
+			c.mu.Lock()
+			c.rt, c.lastErr = rt, nil
+			c.mu.Unlock()
+			log.Info("Connected to the container runtime", "runtime", rt.Name(), "version", rt.Version(), "endpoint", ep.Address)
+			<-ctx.Done()
+			closeCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_ = rt.Close(closeCtx)
+			return nil
+		}
+		c.mu.Lock()
+		c.lastErr = fmt.Errorf("no container runtime: %w", err)
+		c.mu.Unlock()
+		log.Error(err, "No container runtime found; retrying in 10s")
+		timer := time.NewTimer(10 * time.Second)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil
+		case <-timer.C:
+		}
+	}
+}
+
+func (c *runtimeConn) get() (*cri.Runtime, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.rt == nil {
+		if c.lastErr != nil {
+			return nil, c.lastErr
+		}
+		return nil, errors.New("container runtime not connected yet")
+	}
+	return c.rt, nil
+}
+
+func (c *runtimeConn) err() error {
+	_, err := c.get()
+	return err
+}
+
+func (c *runtimeConn) info() (name, version string) {
+	if rt, err := c.get(); err == nil {
+		return rt.Name(), rt.Version()
+	}
+	return "", ""
+}
+
+// serveHTTP serves the agent's endpoint.
+func serveHTTP(ctx context.Context, addr string, reg *prometheus.Registry, rt *runtimeConn, m *mesh.Mesh, ready func() error) error {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := ready(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("/inventory", func(w http.ResponseWriter, r *http.Request) {
+		c, err := rt.get()
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		inv, err := c.Inventory(r.Context())
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		writeJSON(w, inv)
+	})
+	mux.HandleFunc("/mesh", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, m.Members()) })
+
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(lis) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve HTTP on %s: %w", addr, err)
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shutdown)
+	return nil
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}

@@ -1,0 +1,73 @@
+// Command shoal-agent runs on every node (a DaemonSet with hostNetwork): it
+// talks to the container runtime over CRI, runs the node's work from the
+// coordinator, keeps it across restarts, and joins the agents' mesh.
+// Flags and files: docs/dev/backbone.md.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"k8s.io/klog/v2"
+
+	"github.com/shoal-io/shoal/agent"
+)
+
+// version is set at build time (-X main.version=...).
+var version = "dev"
+
+func main() {
+	if err := run(context.Background(), os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "shoal-agent:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("shoal-agent", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	o := agent.Options{Version: version}
+	fs.StringVar(&o.NodeName, "node-name", os.Getenv("NODE_NAME"), "the node this agent runs on (env NODE_NAME)")
+	fs.StringVar(&o.Coordinator, "coordinator", defaultCoordinator(), "the coordinator's host:port (default from the shoal-coordinator Service's env vars)")
+	fs.StringVar(&o.CoordinatorServerName, "coordinator-server-name", "shoal-coordinator.shoal-system.svc", "name on the coordinator's TLS certificate")
+	fs.StringVar(&o.CAFile, "ca-file", "/etc/shoal/ca/ca.crt", "PEM bundle of the coordinator's CA")
+	fs.StringVar(&o.TokenFile, "token-file", "/var/run/secrets/shoal/token", "projected ServiceAccount token presented to the coordinator")
+	fs.StringVar(&o.MeshKeyFile, "mesh-key-file", "/etc/shoal/mesh/key", "mesh encryption key (16, 24 or 32 bytes, raw or base64)")
+	fs.IntVar(&o.MeshBindPort, "mesh-bind-port", 7946, "memberlist TCP and UDP port")
+	fs.StringVar(&o.MeshAdvertise, "mesh-advertise", os.Getenv("HOST_IP"), "address other agents reach this one at (env HOST_IP)")
+	fs.StringVar(&o.RuntimeEndpoint, "runtime-endpoint", "", "CRI socket, e.g. unix:///run/containerd/containerd.sock (empty: detect)")
+	fs.StringVar(&o.HostRoot, "host-root", "/host", "where the host's /run is mounted (as <host-root>/run), for runtime detection")
+	fs.StringVar(&o.StateDir, "state-dir", "/var/lib/shoal-agent", "directory that keeps accepted work across restarts")
+	fs.StringVar(&o.MetricsAddr, "metrics-addr", ":9480", "address of /metrics, /healthz, /readyz, /inventory and /mesh")
+	fs.StringVar(&o.Zone, "zone", "", "the node's topology zone, if known")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	switch {
+	case o.NodeName == "":
+		return fmt.Errorf("--node-name (or env NODE_NAME) is required")
+	case o.MeshAdvertise == "":
+		return fmt.Errorf("--mesh-advertise (or env HOST_IP) is required")
+	case o.Coordinator == "":
+		return fmt.Errorf("--coordinator is required outside a pod (no SHOAL_COORDINATOR_SERVICE_HOST)")
+	}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	log := klog.Background().WithValues("node", o.NodeName)
+	log.Info("Starting shoal-agent", "version", version, "coordinator", o.Coordinator)
+	return agent.Run(klog.NewContext(ctx, log), o)
+}
+
+// defaultCoordinator reads the Service env vars kubelet injects.
+func defaultCoordinator() string {
+	host, port := os.Getenv("SHOAL_COORDINATOR_SERVICE_HOST"), os.Getenv("SHOAL_COORDINATOR_SERVICE_PORT")
+	if host == "" || port == "" {
+		return ""
+	}
+	return net.JoinHostPort(host, port)
+}

@@ -1,0 +1,69 @@
+// Command shoal-coordinator is Shoal's thin central part (a Deployment with
+// leader election): it turns API objects into per-node work for the agents,
+// serves the admission webhooks, and writes status. Flags and names:
+// docs/dev/backbone.md.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/shoal-io/shoal/coordinator"
+)
+
+// version is set at build time (-X main.version=...).
+var version = "dev"
+
+func main() {
+	if err := run(context.Background(), os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "shoal-coordinator:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("shoal-coordinator", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	var o coordinator.Options
+	fs.StringVar(&o.Namespace, "namespace", envOr("POD_NAMESPACE", "shoal-system"), "namespace of the coordinator and its Secrets (env POD_NAMESPACE)")
+	fs.StringVar(&o.PodName, "pod-name", os.Getenv("POD_NAME"), "this replica's pod name (env POD_NAME)")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig path (empty: in-cluster)")
+	fs.StringVar(&o.GRPCAddr, "grpc-addr", ":9443", "node-work gRPC listen address")
+	fs.StringVar(&o.WebhookAddr, "webhook-addr", ":9444", "admission webhook listen address")
+	fs.StringVar(&o.MetricsAddr, "metrics-addr", ":8080", "address of /metrics, /healthz and /readyz")
+	fs.StringVar(&o.AgentAudience, "agent-audience", "shoal-coordinator", "audience of the agents' projected tokens")
+	fs.StringVar(&o.AgentServiceAccount, "agent-service-account", "shoal-system:shoal-agent", "namespace:name of the agents' ServiceAccount")
+	fs.BoolVar(&o.EnableTestWork, "enable-test-work", false, "turn labelled ConfigMaps into test-only noop work (e2e tests)")
+	fs.DurationVar(&o.LeaseDuration, "leader-lease-duration", 15*time.Second, "leader lease duration")
+	fs.DurationVar(&o.RenewDeadline, "leader-renew-deadline", 10*time.Second, "leader renew deadline")
+	fs.DurationVar(&o.RetryPeriod, "leader-retry-period", 2*time.Second, "leader election retry period")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if o.PodName == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("--pod-name is required: %w", err)
+		}
+		o.PodName = host
+	}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	log := klog.Background().WithValues("pod", o.PodName)
+	log.Info("Starting shoal-coordinator", "version", version, "namespace", o.Namespace)
+	return coordinator.Run(klog.NewContext(ctx, log), o)
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,346 @@
+// Package coordinator assembles shoal-coordinator: informers, leader
+// election, the node-work gRPC server, the admission webhook server, the
+// coordinator's own CA, the batched status writer and the metrics/health
+// endpoint. Every replica keeps warm informers and serves webhooks; only the
+// leader serves agents and makes decisions.
+package coordinator
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc/credentials"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/shoal-io/shoal/coordinator/auth"
+	"github.com/shoal-io/shoal/coordinator/certs"
+	"github.com/shoal-io/shoal/coordinator/dispatch"
+	"github.com/shoal-io/shoal/coordinator/statuswriter"
+	"github.com/shoal-io/shoal/coordinator/testwork"
+	"github.com/shoal-io/shoal/coordinator/webhook"
+	shoalclient "github.com/shoal-io/shoal/protocol/client/clientset/versioned"
+	shoalinformers "github.com/shoal-io/shoal/protocol/client/informers/externalversions"
+)
+
+// Names shared with deploy/ (docs/dev/backbone.md).
+const (
+	// LeaderLabel marks the leader's pod; the shoal-coordinator Service
+	// selects it so agents reach only the leader.
+	LeaderLabel = "shoal.io/leader"
+	// LeaseName is the leader-election Lease.
+	LeaseName = "shoal-coordinator"
+	// GRPCService and WebhookService name the Services in front of the
+	// coordinator; the serving certificate carries both.
+	GRPCService    = "shoal-coordinator"
+	WebhookService = "shoal-webhook"
+)
+
+// Options are the coordinator's flags.
+type Options struct {
+	// Namespace is where the coordinator runs and keeps its Secrets.
+	Namespace string
+	// PodName is this replica's pod (leader identity and label target).
+	PodName string
+	// Kubeconfig is a kubeconfig path; empty means in-cluster.
+	Kubeconfig string
+	// GRPCAddr, WebhookAddr and MetricsAddr are listen addresses.
+	GRPCAddr, WebhookAddr, MetricsAddr string
+	// AgentAudience is the audience of agents' projected tokens.
+	AgentAudience string
+	// AgentServiceAccount is "namespace:name" of the agents' ServiceAccount.
+	AgentServiceAccount string
+	// EnableTestWork turns on the test-only noop work source.
+	EnableTestWork bool
+	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+}
+
+// Run runs the coordinator until ctx ends or leadership is lost.
+func Run(ctx context.Context, o Options) error {
+	log := klog.FromContext(ctx)
+	cfg, err := restConfig(o.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	shoal, err := shoalclient.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("shoal client: %w", err)
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	// A restarted container keeps its pod's labels: drop a stale leader
+	// label before anything else so the Service never selects a follower.
+	if err := setLeaderLabel(ctx, client, o.Namespace, o.PodName, false); err != nil {
+		return err
+	}
+
+	var leading atomic.Bool
+	isLeader := leading.Load
+
+	authority := &certs.Authority{Client: client, Namespace: o.Namespace}
+	certManager, err := certs.NewManager(authority, isLeader, reg)
+	if err != nil {
+		return err
+	}
+	serving := certs.NewServing(append(certs.DNSNames(GRPCService, o.Namespace), certs.DNSNames(WebhookService, o.Namespace)...), clock.RealClock{})
+	if err := certManager.Register(serving); err != nil {
+		return err
+	}
+
+	kubeInformers := kubeinformers.NewSharedInformerFactory(client, 0)
+	podInformer := kubeInformers.Core().V1().Pods().Informer()
+	nodeInformer := kubeInformers.Core().V1().Nodes().Informer()
+	shoalInformers := shoalinformers.NewSharedInformerFactory(shoal, 0)
+	synced := []cache.InformerSynced{podInformer.HasSynced, nodeInformer.HasSynced}
+	for _, inf := range kruiseInformers(shoalInformers) {
+		synced = append(synced, inf.HasSynced)
+	}
+
+	writer, err := statuswriter.New(statuswriter.Options{Registerer: reg})
+	if err != nil {
+		return err
+	}
+	store := dispatch.NewStore()
+	authenticator := &auth.Authenticator{Client: client, Audience: o.AgentAudience, ServiceAccount: o.AgentServiceAccount}
+	server := dispatch.NewServer(dispatch.ServerOptions{Store: store, Auth: authenticator, IsLeader: isLeader, Name: o.PodName, Registerer: reg})
+
+	var nsInformers kubeinformers.SharedInformerFactory
+	if o.EnableTestWork {
+		nsInformers = kubeinformers.NewSharedInformerFactoryWithOptions(client, 0, kubeinformers.WithNamespace(o.Namespace),
+			kubeinformers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = testwork.LabelNoop + "=true" }))
+		cmInformer := nsInformers.Core().V1().ConfigMaps().Informer()
+		if _, err := testwork.New(client, cmInformer, store, writer); err != nil {
+			return err
+		}
+		synced = append(synced, cmInformer.HasSynced)
+		log.Info("Test work enabled: noop ConfigMaps become work items", "label", testwork.LabelNoop)
+	}
+
+	hooks := webhook.NewServer(serving.GetCertificate, reg)
+	hooks.Handle(webhook.SelectorsPath, webhook.ValidateSelectors)
+
+	var informersSynced atomic.Bool
+	ready := func() error {
+		switch {
+		case !informersSynced.Load():
+			return errors.New("informers not synced")
+		case !certManager.Ready():
+			return errors.New("no serving certificate yet")
+		case !hooks.Serving():
+			return errors.New("webhook server not listening")
+		}
+		return nil
+	}
+
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return serveHTTP(ctx, o.MetricsAddr, reg, ready) })
+	g.Go(func() error { return certManager.Run(ctx) })
+	g.Go(func() error { return writer.Run(ctx) })
+	kubeInformers.Start(ctx.Done())
+	shoalInformers.Start(ctx.Done())
+	if nsInformers != nil {
+		nsInformers.Start(ctx.Done())
+	}
+	g.Go(func() error {
+		if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+			return nil
+		}
+		informersSynced.Store(true)
+		log.Info("Informers synced")
+		return nil
+	})
+	g.Go(func() error {
+		if err := certManager.WaitReady(ctx); err != nil {
+			return nil
+		}
+		return hooks.Run(ctx, o.WebhookAddr)
+	})
+	g.Go(func() error {
+		if err := certManager.WaitReady(ctx); err != nil {
+			return nil
+		}
+		lis, err := net.Listen("tcp", o.GRPCAddr)
+		if err != nil {
+			return fmt.Errorf("listen for agents on %s: %w", o.GRPCAddr, err)
+		}
+		creds := credentials.NewTLS(&tls.Config{GetCertificate: serving.GetCertificate, MinVersion: tls.VersionTLS12})
+		return server.Serve(ctx, lis, creds)
+	})
+	g.Go(func() error {
+		// A new replica lets a warm standby take over first: it waits until
+		// it is warm itself and then two retry periods more, which a
+		// standby that is already campaigning uses to take a released lease.
+		if !cache.WaitForCacheSync(ctx.Done(), synced...) || certManager.WaitReady(ctx) != nil {
+			return nil
+		}
+		grace := time.NewTimer(2 * o.RetryPeriod)
+		select {
+		case <-ctx.Done():
+			grace.Stop()
+			return nil
+		case <-grace.C:
+		}
+		return lead(ctx, client, o, func(ctx context.Context) {
+			leading.Store(true)
+			log.Info("Leading")
+			if err := certManager.Sync(ctx); err != nil {
+				log.Error(err, "Sync CA as the new leader")
+			}
+			if err := setLeaderLabel(ctx, client, o.Namespace, o.PodName, true); err != nil {
+				log.Error(err, "Label this pod as the leader")
+			}
+		})
+	})
+	return g.Wait()
+}
+
+// kruiseInformers starts an informer for every Shoal kind, so a new leader
+// has the whole picture at once.
+func kruiseInformers(f shoalinformers.SharedInformerFactory) []cache.SharedIndexInformer {
+	a, b, p := f.Apps().V1alpha1(), f.Apps().V1beta1(), f.Policy().V1alpha1()
+	return []cache.SharedIndexInformer{
+		a.CloneSets().Informer(), a.DaemonSets().Informer(), a.SidecarSets().Informer(),
+		a.ContainerRecreateRequests().Informer(), a.ImagePullJobs().Informer(), a.ImageListPullJobs().Informer(),
+		a.PodProbeMarkers().Informer(), a.WorkloadSpreads().Informer(), a.ResourceDistributions().Informer(),
+		a.PersistentPodStates().Informer(), a.AdvancedCronJobs().Informer(), a.UnitedDeployments().Informer(),
+		a.BroadcastJobs().Informer(), b.StatefulSets().Informer(), p.PodUnavailableBudgets().Informer(),
+	}
+}
+
+// lead campaigns for the Lease and calls started when this replica leads.
+// Losing the lease ends Run with an error: the container restarts and
+// rejoins as a follower with clean state.
+func lead(ctx context.Context, client kubernetes.Interface, o Options, started func(context.Context)) error {
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Name: LeaseName, Namespace: o.Namespace},
+		Client:     client.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: o.PodName},
+	}
+	lost := make(chan struct{})
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   o.LeaseDuration,
+		RenewDeadline:   o.RenewDeadline,
+		RetryPeriod:     o.RetryPeriod,
+		ReleaseOnCancel: true,
+		Name:            LeaseName,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: started,
+			OnStoppedLeading: func() { close(lost) },
+			OnNewLeader: func(id string) {
+				klog.FromContext(ctx).Info("Leader", "identity", id)
+			},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("leader election: %w", err)
+	}
+	le.Run(ctx)
+	if ctx.Err() != nil {
+		return nil
+	}
+	select {
+	case <-lost:
+		return errors.New("lost the leader lease; restarting as a follower")
+	default:
+		return nil
+	}
+}
+
+// setLeaderLabel adds or removes the leader label on the coordinator's pod.
+func setLeaderLabel(ctx context.Context, client kubernetes.Interface, ns, pod string, leader bool) error {
+	if pod == "" {
+		return nil // running outside a pod (development)
+	}
+	value := "null"
+	if leader {
+		value = `"true"`
+	}
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, LeaderLabel, value)
+	_, err := client.CoreV1().Pods(ns).Patch(ctx, pod, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("set %s=%v on pod %s/%s: %w", LeaderLabel, leader, ns, pod, err)
+	}
+	return nil
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
+	if kubeconfig == "" {
+		cfg, err = rest.InClusterConfig()
+	} else {
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client config (in-cluster, or --kubeconfig): %w", err)
+	}
+	cfg.QPS, cfg.Burst = 50, 100
+	cfg.UserAgent = "shoal-coordinator"
+	return cfg, nil
+}
+
+// serveHTTP serves /metrics, /healthz and /readyz.
+func serveHTTP(ctx context.Context, addr string, reg *prometheus.Registry, ready func() error) error {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := ready(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	return ServeHTTP(ctx, addr, mux)
+}
+
+// ServeHTTP serves h on addr until ctx ends.
+func ServeHTTP(ctx context.Context, addr string, h http.Handler) error {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(lis) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve HTTP on %s: %w", addr, err)
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shutdown)
+	return nil
+}

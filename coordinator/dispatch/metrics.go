@@ -1,0 +1,75 @@
+package dispatch
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// serverMetrics are the node-work server's Prometheus metrics.
+type serverMetrics struct {
+	connected      prometheus.GaugeFunc
+	connects       *prometheus.CounterVec
+	reconnects     prometheus.Counter
+	protocolErrors prometheus.Counter
+	reports        *prometheus.CounterVec
+	workItems      *workItemsCollector
+}
+
+func newServerMetrics(s *Server) *serverMetrics {
+	return &serverMetrics{
+		connected: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "shoal_coordinator_connected_agents",
+			Help: "Agents with a live node-work stream to this replica.",
+		}, func() float64 {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return float64(len(s.sessions))
+		}),
+		connects: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shoal_coordinator_agent_connects_total",
+			Help: "Agent stream attempts by result: accepted, unauthenticated, forbidden, protocol, not_leader.",
+		}, []string{"result"}),
+		reconnects: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shoal_coordinator_agent_reconnects_total",
+			Help: "Accepted streams from nodes that had connected to this replica before.",
+		}),
+		protocolErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shoal_coordinator_protocol_errors_total",
+			Help: "Agent streams ended because a message broke the node-work protocol.",
+		}),
+		reports: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shoal_coordinator_work_reports_total",
+			Help: "Work reports received from agents, by work kind.",
+		}, []string{"kind"}),
+		workItems: &workItemsCollector{store: s.opts.Store, desc: prometheus.NewDesc(
+			"shoal_coordinator_work_items",
+			"Work items held for nodes, by kind and by the state the node last reported (dispatched: no report yet).",
+			[]string{"kind", "state"}, nil)},
+	}
+}
+
+func (m *serverMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.connected, m.connects, m.reconnects, m.protocolErrors, m.reports, m.workItems}
+}
+
+func (m *serverMetrics) refused(reason string) { m.connects.WithLabelValues(reason).Inc() }
+
+func (m *serverMetrics) accepted(reconnect bool) {
+	m.connects.WithLabelValues("accepted").Inc()
+	if reconnect {
+		m.reconnects.Inc()
+	}
+}
+
+// workItemsCollector reads the store's counts at scrape time.
+type workItemsCollector struct {
+	store *Store
+	desc  *prometheus.Desc
+}
+
+// Describe implements prometheus.Collector.
+func (c *workItemsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+// Collect implements prometheus.Collector.
+func (c *workItemsCollector) Collect(ch chan<- prometheus.Metric) {
+	for k, n := range c.store.Counts() {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), k[0], k[1])
+	}
+}
