@@ -18,8 +18,11 @@ BIN := $(CURDIR)/bin
 NODES ?= 3
 SHOAL_CLUSTER := $(CACHE)/bin/shoal-cluster
 
+SHOAL_REGISTRY ?= 172.31.250.1:5000
+IMAGE_TAG ?= dev
+
 .PHONY: help build test test-unit test-e2e e2e e2e-kind verify generate up clean \
-	cluster-up cluster-down cluster-env $(SHOAL_CLUSTER)
+	cluster-up cluster-down cluster-env images deploy bench-nodework $(SHOAL_CLUSTER)
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -66,6 +69,15 @@ verify: ## gofmt, vet, staticcheck, generated code up to date, go mod tidy, one 
 
 generate: ## Regenerate deepcopy, clientset, listers, informers and CRDs from protocol/apis.
 	hack/update-codegen.sh
+
+images: ## Build Shoal's images without Docker for every platform and push them to the registry (refs in .cache/images.txt).
+	go run ./hack/build-images --registry $(SHOAL_REGISTRY) --tag $(IMAGE_TAG) --platforms "$(PLATFORMS)" --push --out $(CACHE)/images.txt
+
+deploy: ## Build and push the images, install deploy/ into the cluster of KUBECONFIG (default: the local one) and wait until Shoal runs.
+	SHOAL_REGISTRY=$(SHOAL_REGISTRY) SHOAL_TAG=$(IMAGE_TAG) SHOAL_PLATFORMS="$(PLATFORMS)" hack/deploy.sh
+
+bench-nodework: ## Node-work benchmark: 1,000 simulated agents against one coordinator over real gRPC.
+	hack/bench-nodework.sh
 
 up: $(SHOAL_CLUSTER) ## Bring up the local cluster with Shoal installed and run its main job.
 	hack/up.sh

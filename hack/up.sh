@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# `make up`: bring up the local multi-node cluster, install Shoal's CRDs and
-# run a smoke workload. Shoal's own components (agent, coordinator) are not
-# built yet; this says so instead of pretending.
+# `make up`: bring up the local multi-node cluster, build Shoal's images,
+# deploy Shoal from deploy/ (coordinator + one agent per node), run a smoke
+# workload and show that every agent is connected and in the mesh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sc=.cache/bin/shoal-cluster
 
 "$sc" up --nodes "${NODES:-3}"
 eval "$("$sc" env)"
-hack/install-crds.sh
+SHOAL_PLATFORMS=${SHOAL_PLATFORMS:-linux/$(go env GOARCH)} hack/deploy.sh
 
 echo "smoke workload: 3 replicas of $SHOAL_REGISTRY/testserver spread over the nodes"
 kubectl apply -f - >/dev/null <<YAML
@@ -32,14 +32,27 @@ YAML
 kubectl rollout status deployment/smoke --timeout=120s
 kubectl get nodes -L topology.kubernetes.io/zone
 kubectl get pods -l app=smoke -o wide
+kubectl -n shoal-system get pods -o wide
+
+# Read Shoal's own metrics through the apiserver's pod proxy.
+metric() { kubectl get --raw "/api/v1/namespaces/shoal-system/pods/$1/proxy/metrics" | grep "^$2" || true; }
+leader=$(kubectl -n shoal-system get lease shoal-coordinator -o jsonpath='{.spec.holderIdentity}')
+for _ in $(seq 1 30); do
+  m=$(metric "$leader:8080" shoal_coordinator_connected_agents)
+  [ "${m##* }" = "${NODES:-3}" ] && break
+  sleep 1
+done
+echo "coordinator leader $leader: $m"
+for pod in $(kubectl -n shoal-system get pods -l app.kubernetes.io/name=shoal-agent -o name); do
+  echo "${pod#pod/}: $(metric "${pod#pod/}:9480" 'shoal_agent_mesh_members{state="alive"}')"
+done
 
 cat <<MSG
 
-The cluster is up. Use it from a shell with:
+The cluster is up with Shoal running. Use it from a shell with:
   eval "\$(make -s cluster-env)"
 
-Not there yet (later issues): shoal-coordinator and shoal-agent and their
-manifests in deploy/, so no Shoal kind does anything yet beyond schema
-validation; the ImagePullJob warm-up demo \`make up\` will run.
+Agents serve /metrics, /inventory and /mesh on <node IP>:9480; the
+coordinator serves /metrics on <pod IP>:8080.
 Stop everything with: make cluster-down
 MSG

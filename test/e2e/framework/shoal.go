@@ -1,0 +1,171 @@
+package framework
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Names of the deployed Shoal (docs/dev/backbone.md).
+const (
+	// ShoalNamespace is where Shoal runs.
+	ShoalNamespace = "shoal-system"
+	// CoordinatorSelector selects coordinator pods.
+	CoordinatorSelector = "app.kubernetes.io/name=shoal-coordinator"
+	// AgentSelector selects agent pods.
+	AgentSelector = "app.kubernetes.io/name=shoal-agent"
+	// AgentMetricsPort is the agent's HTTP port on its node's address.
+	AgentMetricsPort = "9480"
+	// CoordinatorMetricsPort is the coordinator's HTTP port on its pod IP.
+	CoordinatorMetricsPort = "8080"
+)
+
+// ShoalDeployed reports whether Shoal's DaemonSet exists, with a reason
+// for a skip message when not.
+func (c *Clients) ShoalDeployed(ctx context.Context) (bool, string, error) {
+	_, err := c.Kube.AppsV1().DaemonSets(ShoalNamespace).Get(ctx, "shoal-agent", metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, "Shoal is not deployed (run: make deploy)", nil
+	}
+	if err != nil {
+		return false, "", err
+	}
+	return true, "", nil
+}
+
+// CoordinatorLeader returns the pod holding the coordinator's Lease.
+func (c *Clients) CoordinatorLeader(ctx context.Context) (*corev1.Pod, error) {
+	lease, err := c.Kube.CoordinationV1().Leases(ShoalNamespace).Get(ctx, "shoal-coordinator", metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("get leader lease: %w", err)
+	}
+	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
+		return nil, fmt.Errorf("no coordinator holds the lease")
+	}
+	pod, err := c.Kube.CoreV1().Pods(ShoalNamespace).Get(ctx, *lease.Spec.HolderIdentity, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("get leader pod %s: %w", *lease.Spec.HolderIdentity, err)
+	}
+	return pod, nil
+}
+
+// AgentPods returns the agent pods by node.
+func (c *Clients) AgentPods(ctx context.Context) (map[string]corev1.Pod, error) {
+	pods, err := c.Kube.CoreV1().Pods(ShoalNamespace).List(ctx, metav1.ListOptions{LabelSelector: AgentSelector})
+	if err != nil {
+		return nil, fmt.Errorf("list agent pods: %w", err)
+	}
+	out := map[string]corev1.Pod{}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil {
+			out[p.Spec.NodeName] = p
+		}
+	}
+	return out, nil
+}
+
+// AgentURL is the base URL of the agent on a node (hostNetwork).
+func AgentURL(pod corev1.Pod) string {
+	return "http://" + net.JoinHostPort(pod.Status.HostIP, AgentMetricsPort)
+}
+
+// CoordinatorURL is the base URL of a coordinator pod's HTTP endpoint.
+func CoordinatorURL(pod *corev1.Pod) string {
+	return "http://" + net.JoinHostPort(pod.Status.PodIP, CoordinatorMetricsPort)
+}
+
+var httpClient = &http.Client{Timeout: 5 * time.Second}
+
+// GetJSON fetches url and decodes its JSON body into v.
+func GetJSON(ctx context.Context, url string, v any) error {
+	body, err := get(ctx, url)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("decode %s: %w", url, err)
+	}
+	return nil
+}
+
+func get(ctx context.Context, url string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", url, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s: %s", url, resp.Status, body)
+	}
+	return body, nil
+}
+
+// Metrics are the metric families of one scrape.
+type Metrics map[string]*dto.MetricFamily
+
+// Scrape reads a Prometheus text endpoint (base URL + /metrics).
+func Scrape(ctx context.Context, baseURL string) (Metrics, error) {
+	body, err := get(ctx, baseURL+"/metrics")
+	if err != nil {
+		return nil, err
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("parse metrics of %s: %w", baseURL, err)
+	}
+	return fams, nil
+}
+
+// Value returns the value of the gauge or counter name whose labels include
+// all of labels (summed over matching series), and whether any matched.
+func (m Metrics) Value(name string, labels map[string]string) (float64, bool) {
+	fam := m[name]
+	if fam == nil {
+		return 0, false
+	}
+	var sum float64
+	found := false
+series:
+	for _, s := range fam.GetMetric() {
+		have := map[string]string{}
+		for _, l := range s.GetLabel() {
+			have[l.GetName()] = l.GetValue()
+		}
+		for k, v := range labels {
+			if have[k] != v {
+				continue series
+			}
+		}
+		found = true
+		switch {
+		case s.GetGauge() != nil:
+			sum += s.GetGauge().GetValue()
+		case s.GetCounter() != nil:
+			sum += s.GetCounter().GetValue()
+		case s.GetUntyped() != nil:
+			sum += s.GetUntyped().GetValue()
+		}
+	}
+	return sum, found
+}
