@@ -136,10 +136,13 @@ func Run(ctx context.Context, o Options) error {
 		nsInformers = kubeinformers.NewSharedInformerFactoryWithOptions(client, 0, kubeinformers.WithNamespace(o.Namespace),
 			kubeinformers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = testwork.LabelNoop + "=true" }))
 		cmInformer := nsInformers.Core().V1().ConfigMaps().Informer()
-		if _, err := testwork.New(client, cmInformer, store, writer); err != nil {
+		tw, err := testwork.New(client, cmInformer, store, writer)
+		if err != nil {
 			return err
 		}
-		synced = append(synced, cmInformer.HasSynced)
+		// The handler's own sync, not the informer's: a new leader must not
+		// send agents a WorkSync before the store holds every item.
+		synced = append(synced, tw.HasSynced)
 		log.Info("Test work enabled: noop ConfigMaps become work items", "label", testwork.LabelNoop)
 	}
 
@@ -207,14 +210,27 @@ func Run(ctx context.Context, o Options) error {
 			return nil
 		case <-grace.C:
 		}
-		return lead(ctx, client, o, func(ctx context.Context) {
+		return lead(ctx, client, o, func() { leading.Store(false) }, func(ctx context.Context) {
 			leading.Store(true)
 			log.Info("Leading")
 			if err := certManager.Sync(ctx); err != nil {
 				log.Error(err, "Sync CA as the new leader")
 			}
-			if err := setLeaderLabel(ctx, client, o.Namespace, o.PodName, true); err != nil {
-				log.Error(err, "Label this pod as the leader")
+			// Agents reach the leader only through this label: keep trying.
+			backoff := 200 * time.Millisecond
+			for {
+				err := setLeaderLabel(ctx, client, o.Namespace, o.PodName, true)
+				if err == nil || ctx.Err() != nil {
+					break
+				}
+				log.Error(err, "Label this pod as the leader; retrying", "in", backoff)
+				timer := time.NewTimer(backoff)
+				select {
+				case <-ctx.Done():
+					timer.Stop()
+				case <-timer.C:
+				}
+				backoff = min(2*backoff, 5*time.Second)
 			}
 		})
 	})
@@ -237,7 +253,7 @@ func kruiseInformers(f shoalinformers.SharedInformerFactory) []cache.SharedIndex
 // lead campaigns for the Lease and calls started when this replica leads.
 // Losing the lease ends Run with an error: the container restarts and
 // rejoins as a follower with clean state.
-func lead(ctx context.Context, client kubernetes.Interface, o Options, started func(context.Context)) error {
+func lead(ctx context.Context, client kubernetes.Interface, o Options, stopped func(), started func(context.Context)) error {
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Name: LeaseName, Namespace: o.Namespace},
 		Client:     client.CoordinationV1(),
@@ -253,7 +269,7 @@ func lead(ctx context.Context, client kubernetes.Interface, o Options, started f
 		Name:            LeaseName,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: started,
-			OnStoppedLeading: func() { close(lost) },
+			OnStoppedLeading: func() { stopped(); close(lost) },
 			OnNewLeader: func(id string) {
 				klog.FromContext(ctx).Info("Leader", "identity", id)
 			},

@@ -62,6 +62,9 @@ type Config struct {
 	Registerer prometheus.Registerer
 }
 
+// setupTimeout bounds the wait for Welcome and the first WorkSync.
+const setupTimeout = 30 * time.Second
+
 // Link is the agent's side of the node-work stream.
 type Link struct {
 	cfg       Config
@@ -214,6 +217,9 @@ func (l *Link) session(ctx context.Context) error {
 		return err
 	}
 
+	// The coordinator answers with Welcome and the full WorkSync at once; a
+	// coordinator that does not is treated as gone.
+	setup := time.AfterFunc(setupTimeout, cancel)
 	var seq nodework.Sequencer
 	welcome, err := l.recv(stream, &seq)
 	if err != nil {
@@ -230,6 +236,21 @@ func (l *Link) session(ctx context.Context) error {
 	if l.cfg.OnPeers != nil {
 		l.cfg.OnPeers(welcome.GetWelcome().GetPeers().GetPeers())
 	}
+
+	// Apply the full set before re-reporting: a new leader numbers
+	// generations afresh, and a report of the old spec must not reach it as
+	// the state of a changed one.
+	first, err := l.recv(stream, &seq)
+	if err != nil {
+		return fmt.Errorf("await work sync: %w", err)
+	}
+	sync := first.GetSync()
+	if sync == nil {
+		return fmt.Errorf("coordinator's second message is not a work sync")
+	}
+	l.metrics.received.WithLabelValues("sync").Inc()
+	l.cfg.Runner.Sync(sync.GetItems())
+	setup.Stop()
 
 	// The coordinator lost whatever it knew: send the full observed state.
 	l.cfg.Runner.MarkAllDirty()

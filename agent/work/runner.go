@@ -108,7 +108,19 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 		r.entries[rec.ID] = e
 		r.dirty[rec.ID] = true
-		if !terminal(e.report.GetPhase()) {
+		switch {
+		case !r.runnable(e.item):
+			// A newer agent accepted it and this one was rolled back.
+			if e.report.GetPhase() != nodeworkv1.Phase_PHASE_UNSUPPORTED {
+				r.setUnsupported(e)
+				r.persistLocked(rec.ID, e)
+			}
+		case e.report.GetPhase() == nodeworkv1.Phase_PHASE_UNSUPPORTED:
+			// An older agent could not run it; this one can.
+			e.report.Phase, e.report.Message = nodeworkv1.Phase_PHASE_PENDING, ""
+			r.persistLocked(rec.ID, e)
+			r.start(e)
+		case !terminal(e.report.GetPhase()):
 			r.log.Info("Resuming work from the state dir", "id", rec.ID, "kind", e.item.GetKind(), "generation", e.item.GetGeneration())
 			r.start(e)
 		}
@@ -118,8 +130,24 @@ func (r *Runner) Run(ctx context.Context) error {
 	r.mu.Unlock()
 
 	<-ctx.Done()
+	// start checks ctx under r.mu before wg.Add: once we have held r.mu
+	// after ctx ended, no handler can be added behind Wait's back.
+	r.mu.Lock()
+	r.mu.Unlock() //nolint:staticcheck // an empty critical section is the point
 	r.wg.Wait()
 	return nil
+}
+
+// runnable reports whether this agent has a handler for the item's kind.
+func (r *Runner) runnable(item *nodeworkv1.WorkItem) bool {
+	return nodework.KindOf(item) != "" && r.handlers[item.GetKind()] != nil
+}
+
+// setUnsupported marks e as a kind this agent cannot run.
+func (r *Runner) setUnsupported(e *entry) {
+	e.report.Phase = nodeworkv1.Phase_PHASE_UNSUPPORTED
+	e.report.Message = fmt.Sprintf("this agent cannot run work of kind %q (it runs %v); upgrade the agent", e.item.GetKind(), r.Kinds())
+	r.log.Info("Unsupported work kind", "id", e.item.GetId(), "kind", e.item.GetKind())
 }
 
 // Ready is closed once Run has loaded the state dir.
@@ -174,7 +202,8 @@ func (r *Runner) Upsert(item *nodeworkv1.WorkItem) {
 	r.mu.Lock()
 	old := r.entries[id]
 	r.mu.Unlock()
-	if old != nil && sameSpec(old.item, item) {
+	retry := old != nil && old.report.GetPhase() == nodeworkv1.Phase_PHASE_UNSUPPORTED && r.runnable(item)
+	if old != nil && sameSpec(old.item, item) && !retry {
 		r.mu.Lock()
 		if old.item.GetGeneration() != item.GetGeneration() {
 			old.item = item
@@ -194,11 +223,9 @@ func (r *Runner) Upsert(item *nodeworkv1.WorkItem) {
 		Id: id, ObservedGeneration: item.GetGeneration(), Kind: item.GetKind(),
 		Phase: nodeworkv1.Phase_PHASE_PENDING, UpdatedUnixNanos: r.now().UnixNano(),
 	}}
-	known := nodework.KindOf(item) != "" && r.handlers[item.GetKind()] != nil
+	known := r.runnable(item)
 	if !known {
-		e.report.Phase = nodeworkv1.Phase_PHASE_UNSUPPORTED
-		e.report.Message = fmt.Sprintf("this agent cannot run work of kind %q (it runs %v); upgrade the agent", item.GetKind(), r.Kinds())
-		r.log.Info("Unsupported work kind", "id", id, "kind", item.GetKind())
+		r.setUnsupported(e)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -242,15 +269,19 @@ func (r *Runner) start(e *entry) {
 	if r.ctx == nil || r.ctx.Err() != nil {
 		return
 	}
+	item := e.item // Upsert may replace e.item (generation bump) under r.mu
+	h := r.handlers[item.GetKind()]
+	if h == nil {
+		return
+	}
 	ctx, cancel := context.WithCancel(r.ctx)
 	e.cancel, e.done = cancel, make(chan struct{})
-	t := &Task{Item: e.item, runner: r, entry: e, ctx: ctx}
-	h := r.handlers[e.item.GetKind()]
+	t := &Task{Item: item, runner: r, entry: e, ctx: ctx}
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
 		defer close(e.done)
-		log := r.log.WithValues("id", e.item.GetId(), "kind", e.item.GetKind(), "generation", e.item.GetGeneration())
+		log := r.log.WithValues("id", item.GetId(), "kind", item.GetKind(), "generation", item.GetGeneration())
 		err := h.Run(klog.NewContext(ctx, log), t)
 		if ctx.Err() != nil {
 			return // stopped: removed, replaced or shutting down; progress is saved

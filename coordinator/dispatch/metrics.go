@@ -24,7 +24,7 @@ func newServerMetrics(s *Server) *serverMetrics {
 		}),
 		connects: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shoal_coordinator_agent_connects_total",
-			Help: "Agent stream attempts by result: accepted, unauthenticated, forbidden, protocol, not_leader.",
+			Help: "Agent stream attempts by result: accepted, unauthenticated, forbidden, unavailable, protocol, not_leader.",
 		}, []string{"result"}),
 		reconnects: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "shoal_coordinator_agent_reconnects_total",

@@ -59,6 +59,15 @@ type Server struct {
 	mu       sync.Mutex
 	sessions map[string]*session
 	seen     map[string]bool
+	closing  bool // set on shutdown: no new sessions
+}
+
+// metricKind bounds the kind label to kinds this build knows.
+func metricKind(kind string) string {
+	if nodework.KnownKind(kind) {
+		return kind
+	}
+	return "other"
 }
 
 // AgentInfo describes a connected agent.
@@ -90,6 +99,7 @@ var (
 func (s *Server) endSessions(cause error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.closing = true
 	for _, ss := range s.sessions {
 		ss.cancel(cause)
 	}
@@ -179,7 +189,9 @@ func (s *Server) Connect(stream nodeworkv1.NodeWork_ConnectServer) error {
 		return status.Error(codes.Unavailable, "this coordinator replica is not the leader; reconnect through the shoal-coordinator Service")
 	}
 
-	id, err := s.authenticate(ctx)
+	authCtx, cancelAuth := context.WithTimeout(ctx, s.opts.HelloTimeout)
+	id, err := s.authenticate(authCtx)
+	cancelAuth()
 	if err != nil {
 		log.Info("Refused agent stream", "reason", err.Error())
 		return err
@@ -208,6 +220,9 @@ func (s *Server) Connect(stream nodeworkv1.NodeWork_ConnectServer) error {
 	defer cancel(nil)
 	info := AgentInfo{Node: id.NodeName, Pod: id.PodName, MeshAddress: hello.GetMeshAddress(), Capabilities: hello.GetCapabilities(), ConnectedAt: time.Now()}
 	me, peers, reconnect := s.register(info, cancel)
+	if me == nil {
+		return status.Error(codes.Unavailable, errShutdown.Error())
+	}
 	defer s.unregister(me)
 	s.metrics.accepted(reconnect)
 	log.Info("Agent connected", "reconnect", reconnect, "held", len(hello.GetHeld()), "runtime", hello.GetCapabilities().GetRuntimeName(), "agentVersion", hello.GetCapabilities().GetAgentVersion())
@@ -266,12 +281,19 @@ func (s *Server) authenticate(ctx context.Context) (auth.Identity, error) {
 			return id, nil
 		}
 	}
-	if errors.Is(err, auth.ErrForbidden) {
+	switch {
+	case errors.Is(err, auth.ErrForbidden):
 		s.metrics.refused("forbidden")
 		return auth.Identity{}, status.Error(codes.PermissionDenied, err.Error())
+	case errors.Is(err, auth.ErrUnauthenticated):
+		s.metrics.refused("unauthenticated")
+		return auth.Identity{}, status.Error(codes.Unauthenticated, err.Error())
+	default:
+		// The token could not be checked (apiserver unreachable, timeout):
+		// not the agent's fault; it retries.
+		s.metrics.refused("unavailable")
+		return auth.Identity{}, status.Error(codes.Unavailable, "cannot check the agent's token now: "+err.Error())
 	}
-	s.metrics.refused("unauthenticated")
-	return auth.Identity{}, status.Error(codes.Unauthenticated, err.Error())
 }
 
 // awaitHello reads the first message, which must be a valid Hello.
@@ -319,12 +341,12 @@ func (s *Server) receive(ctx context.Context, stream nodeworkv1.NodeWork_Connect
 		if err := seq.AcceptAgent(m); err != nil {
 			return err
 		}
-		if r := m.GetReport(); r != nil {
-			s.metrics.reports.WithLabelValues(r.GetKind()).Inc()
-			s.opts.Store.Report(node, r)
-		}
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return ctx.Err() // replaced or ended: its reports are stale
+		}
+		if r := m.GetReport(); r != nil {
+			s.metrics.reports.WithLabelValues(metricKind(r.GetKind())).Inc()
+			s.opts.Store.Report(node, r)
 		}
 	}
 }
@@ -334,6 +356,9 @@ func (s *Server) receive(ctx context.Context, stream nodeworkv1.NodeWork_Connect
 func (s *Server) register(info AgentInfo, cancel context.CancelCauseFunc) (me *session, peers []*nodeworkv1.Peer, reconnect bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closing {
+		return nil, nil, false
+	}
 	if old := s.sessions[info.Node]; old != nil {
 		old.cancel(errReplaced)
 	}

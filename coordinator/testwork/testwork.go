@@ -59,14 +59,21 @@ type Controller struct {
 
 	mu    sync.Mutex
 	nodes map[string]string // item id -> node it was put on
+
+	registration cache.ResourceEventHandlerRegistration
 }
+
+// HasSynced reports whether the informer's initial list has gone through
+// the controller's handlers (so the store holds every item).
+func (c *Controller) HasSynced() bool { return c.registration.HasSynced() }
 
 // New wires the controller to a ConfigMap informer that is already scoped
 // to the coordinator's namespace and the noop label.
 func New(client kubernetes.Interface, informer cache.SharedIndexInformer, store *dispatch.Store, writer Enqueuer) (*Controller, error) {
 	c := &Controller{client: client, store: store, writer: writer, nodes: map[string]string{}}
 	store.HandleReports(nodework.KindNoop, c.report)
-	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	var err error
+	c.registration, err = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.put(obj) },
 		UpdateFunc: func(_, obj any) { c.put(obj) },
 		DeleteFunc: func(obj any) {

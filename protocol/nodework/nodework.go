@@ -45,6 +45,11 @@ const (
 	KindNoop = "noop"
 )
 
+// KnownKind reports whether this build knows the work kind.
+func KnownKind(kind string) bool {
+	return kind == KindNoop
+}
+
 // ErrProtocol marks a message that breaks the protocol. The receiver logs
 // the reason and ends the stream; it never crashes.
 var ErrProtocol = errors.New("nodework protocol violation")

@@ -131,6 +131,12 @@ func TestBackboneDeployed(t *testing.T) {
 	waitMeshAlive(ctx, t, f, nodeNames(nodes), n, "", time.Minute)
 	t.Logf("every agent counts %d alive mesh members", n)
 
+	// A workload pod of this test on every node, so each inventory holds
+	// more than Shoal's own pods.
+	for _, node := range nodes {
+		runBusybox(ctx, t, f, "inv-"+node.Name, node.Name, "sleep 3600")
+	}
+
 	// Inventory vs the API, per node. Pods churn (other tests), so compare
 	// a snapshot of both sides until they agree.
 	for _, node := range nodes {

@@ -1,0 +1,99 @@
+package work
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/shoal-io/shoal/agent/state"
+	"github.com/shoal-io/shoal/protocol/nodework"
+	nodeworkv1 "github.com/shoal-io/shoal/protocol/nodework/v1"
+)
+
+func noopItem(id string, steps uint32) *nodeworkv1.WorkItem {
+	return &nodeworkv1.WorkItem{Id: id, Generation: 1, Kind: nodework.KindNoop, Spec: &nodeworkv1.WorkItem_Noop{Noop: &nodeworkv1.NoopSpec{Steps: steps}}}
+}
+
+// seed writes a record as an earlier agent version would have left it.
+func seed(t *testing.T, dir string, item *nodeworkv1.WorkItem, phase nodeworkv1.Phase) {
+	t.Helper()
+	st, err := state.Open(dir)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, st.Close()) }()
+	ib, err := proto.Marshal(item)
+	require.NoError(t, err)
+	rb, err := proto.Marshal(&nodeworkv1.WorkReport{Id: item.GetId(), ObservedGeneration: 1, Kind: item.GetKind(), Phase: phase})
+	require.NoError(t, err)
+	require.NoError(t, st.Put(item.GetId(), state.Record{ID: item.GetId(), Generation: 1, Kind: item.GetKind(), Item: ib, Report: rb}))
+}
+
+// start runs a runner over dir until the test ends.
+func start(t *testing.T, dir string, handlers map[string]Handler) *Runner {
+	t.Helper()
+	st, err := state.Open(dir)
+	require.NoError(t, err)
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	r := New(st, handlers, ktesting.NewLogger(t, ktesting.NewConfig()))
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = r.Run(ctx) }()
+	t.Cleanup(func() { cancel(); wg.Wait(); _ = st.Close() })
+	<-r.Ready()
+	return r
+}
+
+func waitPhase(t *testing.T, r *Runner, id string, want nodeworkv1.Phase) *nodeworkv1.WorkReport {
+	t.Helper()
+	var rep *nodeworkv1.WorkReport
+	require.Eventually(t, func() bool {
+		rep, _ = r.Report(id)
+		return rep.GetPhase() == want
+	}, 10*time.Second, 5*time.Millisecond, "phase of %s: %v", id, rep)
+	return rep
+}
+
+func TestRolledBackAgentMarksUnknownHeldWorkUnsupported(t *testing.T) {
+	dir := t.TempDir()
+	// A newer agent accepted a kind this build has no handler for.
+	seed(t, dir, &nodeworkv1.WorkItem{Id: "future", Generation: 1, Kind: "teleport"}, nodeworkv1.Phase_PHASE_RUNNING)
+	r := start(t, dir, map[string]Handler{nodework.KindNoop: Noop{}})
+	rep := waitPhase(t, r, "future", nodeworkv1.Phase_PHASE_UNSUPPORTED)
+	require.Contains(t, rep.GetMessage(), `"teleport"`)
+}
+
+func TestUpgradedAgentRunsWorkItOnceCouldNot(t *testing.T) {
+	dir := t.TempDir()
+	seed(t, dir, noopItem("n", 2), nodeworkv1.Phase_PHASE_UNSUPPORTED)
+	r := start(t, dir, map[string]Handler{nodework.KindNoop: Noop{}})
+	rep := waitPhase(t, r, "n", nodeworkv1.Phase_PHASE_SUCCEEDED)
+	require.EqualValues(t, 2, rep.GetNoop().GetStepsDone())
+}
+
+func TestUpsertRetriesUnsupportedOnceRunnable(t *testing.T) {
+	dir := t.TempDir()
+	r := start(t, dir, map[string]Handler{})
+	r.Upsert(noopItem("n", 1))
+	waitPhase(t, r, "n", nodeworkv1.Phase_PHASE_UNSUPPORTED)
+	r.handlers[nodework.KindNoop] = Noop{} // as after an upgrade
+	r.Upsert(noopItem("n", 1))
+	waitPhase(t, r, "n", nodeworkv1.Phase_PHASE_SUCCEEDED)
+}
+
+func TestSameSpecNewGenerationDoesNotRestart(t *testing.T) {
+	r := start(t, t.TempDir(), map[string]Handler{nodework.KindNoop: Noop{}})
+	r.Upsert(noopItem("n", 1))
+	waitPhase(t, r, "n", nodeworkv1.Phase_PHASE_SUCCEEDED)
+	again := noopItem("n", 1)
+	again.Generation = 7
+	r.Upsert(again)
+	rep, _ := r.Report("n")
+	require.EqualValues(t, 7, rep.GetObservedGeneration())
+	require.Equal(t, nodeworkv1.Phase_PHASE_SUCCEEDED, rep.GetPhase())
+	require.EqualValues(t, 1, rep.GetNoop().GetStarts())
+}
