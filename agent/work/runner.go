@@ -49,13 +49,14 @@ type Runner struct {
 	log      klog.Logger
 	now      func() time.Time
 
-	mu      sync.Mutex
-	ctx     context.Context // set by Run; items start only after it is set
-	entries map[string]*entry
-	dirty   map[string]bool
-	changed chan struct{}
-	ready   chan struct{}
-	wg      sync.WaitGroup
+	mu       sync.Mutex
+	ctx      context.Context // set by Run; items start only after it is set
+	stopping bool            // set by Run when ctx ends; no new starts
+	entries  map[string]*entry
+	dirty    map[string]bool
+	changed  chan struct{}
+	ready    chan struct{}
+	wg       sync.WaitGroup
 
 	itemsDesc *prometheus.Desc
 }
@@ -130,10 +131,11 @@ func (r *Runner) Run(ctx context.Context) error {
 	r.mu.Unlock()
 
 	<-ctx.Done()
-	// start checks ctx under r.mu before wg.Add: once we have held r.mu
-	// after ctx ended, no handler can be added behind Wait's back.
+	// start checks stopping under r.mu before wg.Add, so no handler can be
+	// added behind Wait's back.
 	r.mu.Lock()
-	r.mu.Unlock() //nolint:staticcheck // an empty critical section is the point
+	r.stopping = true
+	r.mu.Unlock()
 	r.wg.Wait()
 	return nil
 }
@@ -266,7 +268,7 @@ func sameSpec(a, b *nodeworkv1.WorkItem) bool {
 
 // start runs e's handler in its own goroutine. Callers hold r.mu.
 func (r *Runner) start(e *entry) {
-	if r.ctx == nil || r.ctx.Err() != nil {
+	if r.ctx == nil || r.stopping || r.ctx.Err() != nil {
 		return
 	}
 	item := e.item // Upsert may replace e.item (generation bump) under r.mu
