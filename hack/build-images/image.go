@@ -1,10 +1,7 @@
 package main
 
 import (
-	"archive/tar"
-	"bytes"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"time"
@@ -12,8 +9,9 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/shoal-io/shoal/internal/ociimage"
 )
 
 // program is one binary of cmd/ shipped as an image.
@@ -98,30 +96,22 @@ func (p program) user() string {
 	return fmt.Sprintf("%d:%d", nonrootUID, nonrootUID)
 }
 
-// layerFile is one entry of an image layer.
-type layerFile struct {
-	name     string // path in the image, without a leading slash
-	typeflag byte
-	mode     int64
-	data     []byte
-}
-
 // newImage returns the OCI image of program p for platform pl: one layer
 // holding binary at /usr/local/bin/<name> plus /etc/passwd and /etc/group,
 // with the binary as entrypoint.
 func newImage(p program, pl platform, binary []byte) (v1.Image, error) {
 	passwd, group := p.passwd()
-	files := []layerFile{
-		{name: "etc/", typeflag: tar.TypeDir, mode: 0o755},
-		{name: "etc/group", typeflag: tar.TypeReg, mode: 0o644, data: group},
-		{name: "etc/passwd", typeflag: tar.TypeReg, mode: 0o644, data: passwd},
-		{name: "tmp/", typeflag: tar.TypeDir, mode: 0o1777},
-		{name: "usr/", typeflag: tar.TypeDir, mode: 0o755},
-		{name: "usr/local/", typeflag: tar.TypeDir, mode: 0o755},
-		{name: binDir + "/", typeflag: tar.TypeDir, mode: 0o755},
-		{name: binDir + "/" + p.name, typeflag: tar.TypeReg, mode: 0o755, data: binary},
+	files := []ociimage.File{
+		ociimage.Dir("etc", 0o755),
+		ociimage.Regular("etc/group", 0o644, group),
+		ociimage.Regular("etc/passwd", 0o644, passwd),
+		ociimage.Dir("tmp", 0o1777),
+		ociimage.Dir("usr", 0o755),
+		ociimage.Dir("usr/local", 0o755),
+		ociimage.Dir(binDir, 0o755),
+		ociimage.Regular(binDir+"/"+p.name, 0o755, binary),
 	}
-	layer, err := newLayer(files)
+	layer, err := ociimage.Layer(files)
 	if err != nil {
 		return nil, err
 	}
@@ -157,40 +147,6 @@ func newImage(p program, pl platform, binary []byte) (v1.Image, error) {
 		return nil, fmt.Errorf("set image config: %w", err)
 	}
 	return img, nil
-}
-
-// newLayer returns a gzip-compressed layer of files with fixed timestamps
-// and root ownership, built in memory: the same files give the same digest.
-func newLayer(files []layerFile) (v1.Layer, error) {
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, f := range files {
-		hdr := &tar.Header{
-			Name:     f.name,
-			Typeflag: f.typeflag,
-			Mode:     f.mode,
-			Size:     int64(len(f.data)),
-			ModTime:  time.Unix(0, 0),
-			Format:   tar.FormatPAX,
-		}
-		if err := tw.WriteHeader(hdr); err != nil {
-			return nil, fmt.Errorf("layer: write %s: %w", f.name, err)
-		}
-		if _, err := tw.Write(f.data); err != nil {
-			return nil, fmt.Errorf("layer: write %s: %w", f.name, err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return nil, fmt.Errorf("layer: %w", err)
-	}
-	data := buf.Bytes()
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(data)), nil
-	}, tarball.WithMediaType(types.OCILayer), tarball.WithCompressedCaching)
-	if err != nil {
-		return nil, fmt.Errorf("layer: %w", err)
-	}
-	return layer, nil
 }
 
 // indexEntry is one platform's image of an index.

@@ -24,6 +24,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/shoal-io/shoal/internal/ociimage"
 )
 
 // defaultPlatforms are the platforms Shoal ships for (the Makefile's
@@ -101,7 +103,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		if opts.push {
 			fmt.Fprintf(stderr, "push %s\n", ref)
-			if err := pushIndex(ctx, idx, ref); err != nil {
+			if err := ociimage.Push(ctx, ref, idx); err != nil {
 				return err
 			}
 		}

@@ -24,6 +24,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/stretchr/testify/require"
+
+	"github.com/shoal-io/shoal/internal/ociimage"
 )
 
 func TestParsePlatforms(t *testing.T) {
@@ -271,7 +273,7 @@ func TestPushIndex(t *testing.T) {
 	require.NoError(t, err)
 	ref := reg + "/shoal/shoal-coordinator:dev"
 
-	require.NoError(t, pushIndex(t.Context(), idx, ref))
+	require.NoError(t, ociimage.Push(t.Context(), ref, idx))
 	got := requireIndex(t, ref, pls)
 	want, err := idx.Digest()
 	require.NoError(t, err)
@@ -279,7 +281,7 @@ func TestPushIndex(t *testing.T) {
 	require.EqualValues(t, len(pls)+1, puts.Load(), "one manifest per platform plus the index")
 
 	// The same index again: nothing is pushed.
-	require.NoError(t, pushIndex(t.Context(), idx, ref))
+	require.NoError(t, ociimage.Push(t.Context(), ref, idx))
 	require.EqualValues(t, len(pls)+1, puts.Load())
 
 	_, err = newIndex(nil)

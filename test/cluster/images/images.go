@@ -9,24 +9,21 @@
 package images
 
 import (
-	"archive/tar"
-	"bytes"
 	"debug/buildinfo"
 	"debug/elf"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"slices"
 	"strings"
-	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/shoal-io/shoal/internal/ociimage"
 )
 
 // DefaultBusyboxPath is where Debian's busybox-static installs busybox.
@@ -45,7 +42,7 @@ func Pause(binary string) (v1.Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pause image: %w", err)
 	}
-	return newImage(binary, []file{regular("pause", 0o755, data)}, v1.Config{
+	return newImage(binary, []ociimage.File{ociimage.Regular("pause", 0o755, data)}, v1.Config{
 		Entrypoint: []string{"/pause"},
 		Env:        []string{DefaultPath},
 		WorkingDir: "/",
@@ -59,7 +56,7 @@ func Testserver(binary string) (v1.Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("testserver image: %w", err)
 	}
-	return newImage(binary, []file{regular("testserver", 0o755, data)}, v1.Config{
+	return newImage(binary, []ociimage.File{ociimage.Regular("testserver", 0o755, data)}, v1.Config{
 		Entrypoint:   []string{"/testserver"},
 		Cmd:          []string{"serve", "--port", TestserverPort},
 		Env:          []string{DefaultPath},
@@ -89,21 +86,21 @@ func Busybox(busyboxPath string) (v1.Image, error) {
 	}
 	slices.Sort(applets)
 
-	files := []file{
-		dir("bin", 0o755),
-		regular("bin/busybox", 0o755, data),
+	files := []ociimage.File{
+		ociimage.Dir("bin", 0o755),
+		ociimage.Regular("bin/busybox", 0o755, data),
 	}
 	for _, a := range slices.Compact(applets) {
 		if a != "busybox" {
-			files = append(files, symlink("bin/"+a, "busybox"))
+			files = append(files, ociimage.Symlink("bin/"+a, "busybox"))
 		}
 	}
 	files = append(files,
-		dir("etc", 0o755),
-		regular("etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n")),
-		regular("etc/group", 0o644, []byte("root:x:0:\nnobody:x:65534:\n")),
-		dir("root", 0o700),
-		dir("tmp", 0o1777),
+		ociimage.Dir("etc", 0o755),
+		ociimage.Regular("etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n")),
+		ociimage.Regular("etc/group", 0o644, []byte("root:x:0:\nnobody:x:65534:\n")),
+		ociimage.Dir("root", 0o700),
+		ociimage.Dir("tmp", 0o1777),
 	)
 	return newImage(busyboxPath, files, v1.Config{
 		Cmd:        []string{"sh"},
@@ -112,35 +109,14 @@ func Busybox(busyboxPath string) (v1.Image, error) {
 	})
 }
 
-// file is one entry of an image layer.
-type file struct {
-	name     string // path in the image, without a leading slash
-	typeflag byte
-	mode     int64
-	linkname string
-	data     []byte
-}
-
-func regular(name string, mode int64, data []byte) file {
-	return file{name: name, typeflag: tar.TypeReg, mode: mode, data: data}
-}
-
-func dir(name string, mode int64) file {
-	return file{name: name + "/", typeflag: tar.TypeDir, mode: mode}
-}
-
-func symlink(name, target string) file {
-	return file{name: name, typeflag: tar.TypeSymlink, mode: 0o777, linkname: target}
-}
-
 // newImage returns an OCI image of one layer holding files, with cfg as its
 // runtime config and the platform of the ELF binary at platformOf.
-func newImage(platformOf string, files []file, cfg v1.Config) (v1.Image, error) {
+func newImage(platformOf string, files []ociimage.File, cfg v1.Config) (v1.Image, error) {
 	platform, err := elfPlatform(platformOf)
 	if err != nil {
 		return nil, err
 	}
-	layer, err := newLayer(files)
+	layer, err := ociimage.Layer(files)
 	if err != nil {
 		return nil, err
 	}
@@ -162,40 +138,6 @@ func newImage(platformOf string, files []file, cfg v1.Config) (v1.Image, error) 
 		return nil, fmt.Errorf("set image config: %w", err)
 	}
 	return img, nil
-}
-
-// newLayer returns a gzip-compressed layer of files, built in memory.
-func newLayer(files []file) (v1.Layer, error) {
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, f := range files {
-		hdr := &tar.Header{
-			Name:     f.name,
-			Typeflag: f.typeflag,
-			Mode:     f.mode,
-			Linkname: f.linkname,
-			Size:     int64(len(f.data)),
-			ModTime:  time.Unix(0, 0),
-			Format:   tar.FormatPAX,
-		}
-		if err := tw.WriteHeader(hdr); err != nil {
-			return nil, fmt.Errorf("layer: write %s: %w", f.name, err)
-		}
-		if _, err := tw.Write(f.data); err != nil {
-			return nil, fmt.Errorf("layer: write %s: %w", f.name, err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return nil, fmt.Errorf("layer: %w", err)
-	}
-	data := buf.Bytes()
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(data)), nil
-	}, tarball.WithMediaType(types.OCILayer), tarball.WithCompressedCaching)
-	if err != nil {
-		return nil, fmt.Errorf("layer: %w", err)
-	}
-	return layer, nil
 }
 
 // elfArch maps ELF machines to GOARCH names.

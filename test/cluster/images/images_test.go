@@ -25,6 +25,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shoal-io/shoal/test/cluster/registry"
+
+	"github.com/shoal-io/shoal/internal/ociimage"
 )
 
 // cacheDir holds the testserver binary, built once for all tests.
@@ -173,7 +175,7 @@ func TestImages(t *testing.T) {
 			img, err := tt.build(t)
 			require.NoError(t, err)
 			ref := host + "/" + tt.name + ":test"
-			require.NoError(t, Push(t.Context(), img, ref))
+			require.NoError(t, ociimage.Push(t.Context(), ref, img))
 
 			got := pull(t, ref)
 			wantDigest, err := img.Digest()

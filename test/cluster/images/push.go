@@ -2,13 +2,11 @@ package images
 
 import (
 	"context"
-	"fmt"
-	"net/http"
 	"runtime"
 
-	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/shoal-io/shoal/internal/ociimage"
 )
 
 // The repositories and tags BuildAndPushAll pushes, relative to the
@@ -18,33 +16,6 @@ const (
 	BusyboxRef    = "busybox:latest"
 	TestserverRef = "testserver:latest"
 )
-
-// Push pushes img to ref (registry/repository:tag) over plain HTTP, without
-// any proxy, unless ref already names an image of the same digest.
-func Push(ctx context.Context, img v1.Image, ref string) error {
-	r, err := name.ParseReference(ref, name.Insecure)
-	if err != nil {
-		return fmt.Errorf("push %s: %w", ref, err)
-	}
-	want, err := img.Digest()
-	if err != nil {
-		return fmt.Errorf("push %s: %w", ref, err)
-	}
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.Proxy = nil // the registry is always on this machine
-	defer transport.CloseIdleConnections()
-	opts := []remote.Option{remote.WithContext(ctx), remote.WithTransport(transport)}
-
-	// Any error here means the image is to be pushed: a registry that
-	// cannot be reached fails the push below with a clearer error.
-	if desc, err := remote.Head(r, opts...); err == nil && desc.Digest == want {
-		return nil
-	}
-	if err := remote.Write(r, img, opts...); err != nil {
-		return fmt.Errorf("push %s: %w", ref, err)
-	}
-	return nil
-}
 
 // BuildAndPushAll builds the pause, busybox and testserver images for this
 // machine's architecture and pushes them to registry (host:port) as
@@ -71,7 +42,7 @@ func BuildAndPushAll(ctx context.Context, registry, cacheDir string) error {
 		if err != nil {
 			return err
 		}
-		if err := Push(ctx, img, registry+"/"+b.ref); err != nil {
+		if err := ociimage.Push(ctx, registry+"/"+b.ref, img); err != nil {
 			return err
 		}
 	}
