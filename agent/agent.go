@@ -17,7 +17,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/klog/v2"
 
@@ -26,6 +25,7 @@ import (
 	"github.com/shoal-io/shoal/agent/state"
 	"github.com/shoal-io/shoal/agent/work"
 	"github.com/shoal-io/shoal/cri"
+	"github.com/shoal-io/shoal/internal/httpserve"
 	"github.com/shoal-io/shoal/protocol/nodework"
 	nodeworkv1 "github.com/shoal-io/shoal/protocol/nodework/v1"
 )
@@ -219,16 +219,7 @@ func (c *runtimeConn) info() (name, version string) {
 
 // serveHTTP serves the agent's endpoint.
 func serveHTTP(ctx context.Context, addr string, reg *prometheus.Registry, rt *runtimeConn, m *mesh.Mesh, ready func() error) error {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if err := ready(); err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ok\n"))
-	})
+	mux := httpserve.Mux(reg, ready)
 	mux.HandleFunc("/inventory", func(w http.ResponseWriter, r *http.Request) {
 		c, err := rt.get()
 		if err != nil {
@@ -244,22 +235,7 @@ func serveHTTP(ctx context.Context, addr string, reg *prometheus.Registry, rt *r
 	})
 	mux.HandleFunc("/mesh", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, m.Members()) })
 
-	lis, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", addr, err)
-	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(lis) }()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serve HTTP on %s: %w", addr, err)
-	case <-ctx.Done():
-	}
-	shutdown, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	_ = srv.Shutdown(shutdown)
-	return nil
+	return httpserve.ListenAndServe(ctx, addr, mux)
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

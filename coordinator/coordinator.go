@@ -11,13 +11,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc/credentials"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -39,6 +37,7 @@ import (
 	"github.com/shoal-io/shoal/coordinator/statuswriter"
 	"github.com/shoal-io/shoal/coordinator/testwork"
 	"github.com/shoal-io/shoal/coordinator/webhook"
+	"github.com/shoal-io/shoal/internal/httpserve"
 	shoalclient "github.com/shoal-io/shoal/protocol/client/clientset/versioned"
 	shoalinformers "github.com/shoal-io/shoal/protocol/client/informers/externalversions"
 )
@@ -163,7 +162,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 
 	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return serveHTTP(ctx, o.MetricsAddr, reg, ready) })
+	g.Go(func() error { return httpserve.ListenAndServe(ctx, o.MetricsAddr, httpserve.Mux(reg, ready)) })
 	g.Go(func() error { return certManager.Run(ctx) })
 	g.Go(func() error { return writer.Run(ctx) })
 	kubeInformers.Start(ctx.Done())
@@ -171,14 +170,6 @@ func Run(ctx context.Context, o Options) error {
 	if nsInformers != nil {
 		nsInformers.Start(ctx.Done())
 	}
-	g.Go(func() error {
-		if !cache.WaitForCacheSync(ctx.Done(), synced...) {
-			return nil
-		}
-		informersSynced.Store(true)
-		log.Info("Informers synced")
-		return nil
-	})
 	g.Go(func() error {
 		if err := certManager.WaitReady(ctx); err != nil {
 			return nil
@@ -200,7 +191,12 @@ func Run(ctx context.Context, o Options) error {
 		// A new replica lets a warm standby take over first: it waits until
 		// it is warm itself and then two retry periods more, which a
 		// standby that is already campaigning uses to take a released lease.
-		if !cache.WaitForCacheSync(ctx.Done(), synced...) || certManager.WaitReady(ctx) != nil {
+		if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+			return nil
+		}
+		informersSynced.Store(true)
+		log.Info("Informers synced")
+		if certManager.WaitReady(ctx) != nil {
 			return nil
 		}
 		grace := time.NewTimer(2 * o.RetryPeriod)
@@ -324,39 +320,4 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 	cfg.QPS, cfg.Burst = 50, 100
 	cfg.UserAgent = "shoal-coordinator"
 	return cfg, nil
-}
-
-// serveHTTP serves /metrics, /healthz and /readyz.
-func serveHTTP(ctx context.Context, addr string, reg *prometheus.Registry, ready func() error) error {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if err := ready(); err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ok\n"))
-	})
-	return ServeHTTP(ctx, addr, mux)
-}
-
-// ServeHTTP serves h on addr until ctx ends.
-func ServeHTTP(ctx context.Context, addr string, h http.Handler) error {
-	lis, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", addr, err)
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(lis) }()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serve HTTP on %s: %w", addr, err)
-	case <-ctx.Done():
-	}
-	shutdown, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	_ = srv.Shutdown(shutdown)
-	return nil
 }

@@ -205,7 +205,7 @@ func (r *Runner) Upsert(item *nodeworkv1.WorkItem) {
 	old := r.entries[id]
 	r.mu.Unlock()
 	retry := old != nil && old.report.GetPhase() == nodeworkv1.Phase_PHASE_UNSUPPORTED && r.runnable(item)
-	if old != nil && sameSpec(old.item, item) && !retry {
+	if old != nil && nodework.SameSpec(old.item, item) && !retry {
 		r.mu.Lock()
 		if old.item.GetGeneration() != item.GetGeneration() {
 			old.item = item
@@ -258,12 +258,6 @@ func (r *Runner) Remove(id string) {
 			r.log.Error(err, "Forget work item", "id", id)
 		}
 	}
-}
-
-func sameSpec(a, b *nodeworkv1.WorkItem) bool {
-	ac, bc := proto.Clone(a).(*nodeworkv1.WorkItem), proto.Clone(b).(*nodeworkv1.WorkItem)
-	ac.Generation, bc.Generation = 0, 0
-	return proto.Equal(ac, bc)
 }
 
 // start runs e's handler in its own goroutine. Callers hold r.mu.

@@ -9,8 +9,8 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/shoal-io/shoal/protocol/nodework"
 	nodeworkv1 "github.com/shoal-io/shoal/protocol/nodework/v1"
-	"google.golang.org/protobuf/proto"
 )
 
 // ReportFunc receives an agent's report for a work item of one kind. item is
@@ -65,29 +65,23 @@ func (s *Store) Put(node string, item *nodeworkv1.WorkItem) bool {
 	defer s.mu.Unlock()
 	n := s.node(node)
 	old := n.items[item.GetId()]
+	same := old != nil && nodework.SameSpec(old, item)
 	if item.Generation == 0 {
 		switch {
 		case old == nil:
 			item.Generation = 1
-		case sameSpec(old, item):
+		case same:
 			item.Generation = old.Generation
 		default:
 			item.Generation = old.Generation + 1
 		}
 	}
-	if old != nil && old.Generation == item.Generation && sameSpec(old, item) {
+	if same && old.Generation == item.Generation {
 		return false
 	}
 	n.items[item.GetId()] = item
 	n.signal()
 	return true
-}
-
-// sameSpec compares two items ignoring their generation.
-func sameSpec(a, b *nodeworkv1.WorkItem) bool {
-	ac, bc := proto.Clone(a).(*nodeworkv1.WorkItem), proto.Clone(b).(*nodeworkv1.WorkItem)
-	ac.Generation, bc.Generation = 0, 0
-	return proto.Equal(ac, bc)
 }
 
 // Delete removes one work item (and its report) from a node.

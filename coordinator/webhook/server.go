@@ -7,7 +7,6 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -19,6 +18,8 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
+
+	"github.com/shoal-io/shoal/internal/httpserve"
 )
 
 // Handler decides one admission request. It returns the response without
@@ -68,27 +69,13 @@ func (s *Server) Run(ctx context.Context, addr string) error {
 	if err != nil {
 		return fmt.Errorf("listen for webhooks on %s: %w", addr, err)
 	}
-	srv := &http.Server{
-		Handler:           s.mux,
-		TLSConfig:         &tls.Config{GetCertificate: s.getCert, MinVersion: tls.VersionTLS12},
-		ReadHeaderTimeout: 10 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return ctx },
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.ServeTLS(lis, "", "") }()
 	s.serving.Store(true)
 	defer s.serving.Store(false)
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serve webhooks: %w", err)
-	case <-ctx.Done():
-	}
-	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutdown); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("stop webhook server: %w", err)
-	}
-	return nil
+	return httpserve.Serve(ctx, lis, &http.Server{
+		Handler:     s.mux,
+		TLSConfig:   &tls.Config{GetCertificate: s.getCert, MinVersion: tls.VersionTLS12},
+		BaseContext: func(net.Listener) context.Context { return ctx },
+	})
 }
 
 func (s *Server) review(path string, h Handler) http.Handler {

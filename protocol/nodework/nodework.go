@@ -45,6 +45,15 @@ const (
 	KindNoop = "noop"
 )
 
+// SameSpec reports whether two work items are the same work: equal in
+// everything but their generation. Both ends use it: a generation that moves
+// on with the same spec is not new work.
+func SameSpec(a, b *nodeworkv1.WorkItem) bool {
+	ac, bc := proto.Clone(a).(*nodeworkv1.WorkItem), proto.Clone(b).(*nodeworkv1.WorkItem)
+	ac.Generation, bc.Generation = 0, 0
+	return proto.Equal(ac, bc)
+}
+
 // KnownKind reports whether this build knows the work kind.
 func KnownKind(kind string) bool {
 	return kind == KindNoop
