@@ -75,7 +75,7 @@ type Options struct {
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 }
 
-// Run runs the coordinator until ctx ends or leadership is lost.
+// Run runs the coordinator until ctx ends.
 func Run(ctx context.Context, o Options) error {
 	log := klog.FromContext(ctx)
 	cfg, err := restConfig(o.Kubeconfig)
@@ -96,9 +96,7 @@ func Run(ctx context.Context, o Options) error {
 
 	// A restarted container keeps its pod's labels: drop a stale leader
 	// label before anything else so the Service never selects a follower.
-	if err := setLeaderLabel(ctx, client, o.Namespace, o.PodName, false); err != nil {
-		return err
-	}
+	labelLeader(ctx, client, o, false)
 
 	var leading atomic.Bool
 	isLeader := leading.Load
@@ -206,28 +204,21 @@ func Run(ctx context.Context, o Options) error {
 			return nil
 		case <-grace.C:
 		}
-		return lead(ctx, client, o, func() { leading.Store(false) }, func(ctx context.Context) {
+		return lead(ctx, client, o, func(ctx context.Context) {
 			leading.Store(true)
 			log.Info("Leading")
 			if err := certManager.Sync(ctx); err != nil {
 				log.Error(err, "Sync CA as the new leader")
 			}
-			// Agents reach the leader only through this label: keep trying.
-			backoff := 200 * time.Millisecond
-			for {
-				err := setLeaderLabel(ctx, client, o.Namespace, o.PodName, true)
-				if err == nil || ctx.Err() != nil {
-					break
-				}
-				log.Error(err, "Label this pod as the leader; retrying", "in", backoff)
-				timer := time.NewTimer(backoff)
-				select {
-				case <-ctx.Done():
-					timer.Stop()
-				case <-timer.C:
-				}
-				backoff = min(2*backoff, 5*time.Second)
-			}
+			labelLeader(ctx, client, o, true)
+		}, func() {
+			// Step down without restarting: informers and the work store
+			// stay warm, agents go to whoever leads now, and this replica
+			// campaigns again as a standby.
+			leading.Store(false)
+			server.Disconnect(dispatch.ErrNotLeader)
+			log.Info("Lost the leader lease; standing by")
+			labelLeader(ctx, client, o, false)
 		})
 	})
 	return g.Wait()
@@ -246,43 +237,62 @@ func kruiseInformers(f shoalinformers.SharedInformerFactory) []cache.SharedIndex
 	}
 }
 
-// lead campaigns for the Lease and calls started when this replica leads.
-// Losing the lease ends Run with an error: the container restarts and
-// rejoins as a follower with clean state.
-func lead(ctx context.Context, client kubernetes.Interface, o Options, stopped func(), started func(context.Context)) error {
+// lead campaigns for the Lease until ctx ends: started runs when this
+// replica leads (its ctx ends with the leadership), stepDown after it lost
+// the lease, and then it campaigns again.
+func lead(ctx context.Context, client kubernetes.Interface, o Options, started func(context.Context), stepDown func()) error {
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Name: LeaseName, Namespace: o.Namespace},
 		Client:     client.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: o.PodName},
 	}
-	lost := make(chan struct{})
-	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock:            lock,
-		LeaseDuration:   o.LeaseDuration,
-		RenewDeadline:   o.RenewDeadline,
-		RetryPeriod:     o.RetryPeriod,
-		ReleaseOnCancel: true,
-		Name:            LeaseName,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: started,
-			OnStoppedLeading: func() { stopped(); close(lost) },
-			OnNewLeader: func(id string) {
-				klog.FromContext(ctx).Info("Leader", "identity", id)
+	for ctx.Err() == nil {
+		var led atomic.Bool // OnStartedLeading runs in its own goroutine
+		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+			Lock:            lock,
+			LeaseDuration:   o.LeaseDuration,
+			RenewDeadline:   o.RenewDeadline,
+			RetryPeriod:     o.RetryPeriod,
+			ReleaseOnCancel: true,
+			Name:            LeaseName,
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: func(ctx context.Context) { led.Store(true); started(ctx) },
+				OnStoppedLeading: func() {},
+				OnNewLeader: func(id string) {
+					klog.FromContext(ctx).Info("Leader", "identity", id)
+				},
 			},
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("leader election: %w", err)
+		})
+		if err != nil {
+			return fmt.Errorf("leader election: %w", err)
+		}
+		le.Run(ctx) // returns when ctx ends or the lease is lost
+		if led.Load() && ctx.Err() == nil {
+			stepDown()
+		}
 	}
-	le.Run(ctx)
-	if ctx.Err() != nil {
-		return nil
-	}
-	select {
-	case <-lost:
-		return errors.New("lost the leader lease; restarting as a follower")
-	default:
-		return nil
+	return nil
+}
+
+// labelLeader sets or removes the leader label on this replica's pod,
+// retrying until it sticks or ctx ends: agents reach the leader only
+// through it.
+func labelLeader(ctx context.Context, client kubernetes.Interface, o Options, leader bool) {
+	backoff := 200 * time.Millisecond
+	for {
+		err := setLeaderLabel(ctx, client, o.Namespace, o.PodName, leader)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		klog.FromContext(ctx).Error(err, "Set the leader label; retrying", "leader", leader, "in", backoff)
+		timer := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+		backoff = min(2*backoff, 5*time.Second)
 	}
 }
 

@@ -93,13 +93,15 @@ type session struct {
 var (
 	errReplaced = errors.New("replaced by a newer stream from the same node")
 	errShutdown = errors.New("coordinator shutting down; reconnect to the new leader")
+	// ErrNotLeader ends the sessions of a replica that lost the lease.
+	ErrNotLeader = errors.New("this coordinator replica is no longer the leader; reconnect to the new leader")
 )
 
-// endSessions cancels every live session with cause.
-func (s *Server) endSessions(cause error) {
+// Disconnect ends every live session with cause (ErrNotLeader after a lost
+// lease); the agents reconnect.
+func (s *Server) Disconnect(cause error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.closing = true
 	for _, ss := range s.sessions {
 		ss.cancel(cause)
 	}
@@ -154,7 +156,10 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener, creds credentials.
 	}
 	// Streams live until their agent goes away: end them so the graceful
 	// stop only waits for in-flight sends. Agents reconnect elsewhere.
-	s.endSessions(errShutdown)
+	s.mu.Lock()
+	s.closing = true
+	s.mu.Unlock()
+	s.Disconnect(errShutdown)
 	done := make(chan struct{})
 	go func() { gs.GracefulStop(); close(done) }()
 	select {
@@ -264,7 +269,7 @@ func (s *Server) Connect(stream nodeworkv1.NodeWork_ConnectServer) error {
 			case errors.Is(cause, errReplaced):
 				log.Info("Agent stream replaced by a newer one")
 				return status.Error(codes.Aborted, cause.Error())
-			case errors.Is(cause, errShutdown):
+			case errors.Is(cause, errShutdown), errors.Is(cause, ErrNotLeader):
 				return status.Error(codes.Unavailable, cause.Error())
 			}
 			return status.FromContextError(ctx.Err()).Err()

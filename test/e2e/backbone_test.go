@@ -260,7 +260,13 @@ func TestMeshMarksCutNodeDeadAndRejoins(t *testing.T) {
 	}
 	localCluster(t, f)
 	names := nodeNames(nodes)
-	cut := cluster.NodeName(len(names))
+	// Cut the leader's node: besides the mesh, this proves a coordinator
+	// cut off from the apiserver steps down and stands by instead of
+	// crash-looping (the suite's restart check would see it), and that the
+	// agents find the new leader.
+	leader, err := f.CoordinatorLeader(ctx)
+	require.NoError(t, err)
+	cut := leader.Spec.NodeName
 	var others []string
 	for _, n := range names {
 		if n != cut {
@@ -288,8 +294,12 @@ func TestMeshMarksCutNodeDeadAndRejoins(t *testing.T) {
 	restoredAt := time.Now()
 	waitMeshAlive(ctx, t, f, names, len(names), "", 90*time.Second)
 	t.Logf("%s rejoined the mesh %s after the restore", cut, time.Since(restoredAt).Round(time.Millisecond))
-	_, err := f.WaitForNodeCondition(ctx, cut, corev1.NodeReady, corev1.ConditionTrue, 2*time.Minute)
+	_, err = f.WaitForNodeCondition(ctx, cut, corev1.NodeReady, corev1.ConditionTrue, 2*time.Minute)
 	require.NoError(t, err)
+	require.NoError(t, framework.WaitFor(ctx, time.Minute, func(ctx context.Context) (bool, error) {
+		v, _, err := connectedAgents(ctx, f)
+		return err == nil && int(v) == len(names), nil
+	}), "every agent should be connected to the leader again")
 }
 
 // TestAgentRestartResumesWork: an agent restarted in the middle of a noop
