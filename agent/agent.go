@@ -53,6 +53,8 @@ type Options struct {
 	MetricsAddr string
 	// Zone is the node's topology zone, if known.
 	Zone string
+	// Profiling serves Go's runtime profiles under /debug/pprof/ on MetricsAddr.
+	Profiling bool
 }
 
 // Run runs the agent until ctx ends.
@@ -127,7 +129,7 @@ func Run(ctx context.Context, o Options) error {
 	g.Go(func() error { return m.Run(ctx) })
 	g.Go(func() error { return l.Run(ctx) })
 	g.Go(func() error {
-		return serveHTTP(ctx, o.MetricsAddr, reg, rt, m, func() error {
+		return serveHTTP(ctx, o, reg, rt, m, func() error {
 			select {
 			case <-runner.Ready():
 			default:
@@ -218,7 +220,7 @@ func (c *runtimeConn) info() (name, version string) {
 }
 
 // serveHTTP serves the agent's endpoint.
-func serveHTTP(ctx context.Context, addr string, reg *prometheus.Registry, rt *runtimeConn, m *mesh.Mesh, ready func() error) error {
+func serveHTTP(ctx context.Context, o Options, reg *prometheus.Registry, rt *runtimeConn, m *mesh.Mesh, ready func() error) error {
 	mux := httpserve.Mux(reg, ready)
 	mux.HandleFunc("/inventory", func(w http.ResponseWriter, r *http.Request) {
 		c, err := rt.get()
@@ -234,8 +236,10 @@ func serveHTTP(ctx context.Context, addr string, reg *prometheus.Registry, rt *r
 		writeJSON(w, inv)
 	})
 	mux.HandleFunc("/mesh", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, m.Members()) })
-
-	return httpserve.ListenAndServe(ctx, addr, mux)
+	if o.Profiling {
+		httpserve.Profiling(mux)
+	}
+	return httpserve.ListenAndServe(ctx, o.MetricsAddr, mux)
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

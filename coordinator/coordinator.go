@@ -71,6 +71,8 @@ type Options struct {
 	AgentServiceAccount string
 	// EnableTestWork turns on the test-only noop work source.
 	EnableTestWork bool
+	// Profiling serves Go's runtime profiles under /debug/pprof/ on MetricsAddr.
+	Profiling bool
 	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 }
@@ -160,7 +162,11 @@ func Run(ctx context.Context, o Options) error {
 	}
 
 	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return httpserve.ListenAndServe(ctx, o.MetricsAddr, httpserve.Mux(reg, ready)) })
+	mux := httpserve.Mux(reg, ready)
+	if o.Profiling {
+		httpserve.Profiling(mux)
+	}
+	g.Go(func() error { return httpserve.ListenAndServe(ctx, o.MetricsAddr, mux) })
 	g.Go(func() error { return certManager.Run(ctx) })
 	g.Go(func() error { return writer.Run(ctx) })
 	kubeInformers.Start(ctx.Done())

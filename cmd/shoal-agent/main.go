@@ -2,6 +2,12 @@
 // talks to the container runtime over CRI, runs the node's work from the
 // coordinator, keeps it across restarts, and joins the agents' mesh.
 // Flags and files: docs/dev/backbone.md.
+//
+// The agent runs without a CPU limit, so the runtime's periodic re-reading
+// of the cgroup CPU limit (Go 1.25's updatemaxprocs) only costs an idle
+// agent a wake-up every second; it is turned off.
+//
+//go:debug updatemaxprocs=0
 package main
 
 import (
@@ -45,6 +51,7 @@ func run(ctx context.Context, args []string) error {
 	fs.StringVar(&o.StateDir, "state-dir", "/var/lib/shoal-agent", "directory that keeps accepted work across restarts")
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", ":9480", "address of /metrics, /healthz, /readyz, /inventory and /mesh")
 	fs.StringVar(&o.Zone, "zone", "", "the node's topology zone, if known")
+	fs.BoolVar(&o.Profiling, "profiling", false, "serve Go runtime profiles under /debug/pprof/ on --metrics-addr (unauthenticated)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

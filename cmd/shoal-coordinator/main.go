@@ -41,6 +41,7 @@ func run(ctx context.Context, args []string) error {
 	fs.StringVar(&o.AgentAudience, "agent-audience", "shoal-coordinator", "audience of the agents' projected tokens")
 	fs.StringVar(&o.AgentServiceAccount, "agent-service-account", "shoal-system:shoal-agent", "namespace:name of the agents' ServiceAccount")
 	fs.BoolVar(&o.EnableTestWork, "enable-test-work", false, "turn labelled ConfigMaps into test-only noop work (e2e tests)")
+	fs.BoolVar(&o.Profiling, "profiling", false, "serve Go runtime profiles under /debug/pprof/ on --metrics-addr (unauthenticated)")
 	fs.DurationVar(&o.LeaseDuration, "leader-lease-duration", 15*time.Second, "leader lease duration")
 	fs.DurationVar(&o.RenewDeadline, "leader-renew-deadline", 10*time.Second, "leader renew deadline")
 	fs.DurationVar(&o.RetryPeriod, "leader-retry-period", 2*time.Second, "leader election retry period")

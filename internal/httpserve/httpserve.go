@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -70,4 +71,15 @@ func Serve(ctx context.Context, lis net.Listener, srv *http.Server) error {
 		return fmt.Errorf("stop HTTP server on %s: %w", lis.Addr(), err)
 	}
 	return nil
+}
+
+// Profiling adds Go's runtime profiles (net/http/pprof) under /debug/pprof/
+// to mux. Programs call it only when their --profiling flag is set: the
+// profiles are unauthenticated and cost CPU while they are taken.
+func Profiling(mux *http.ServeMux) {
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 }
