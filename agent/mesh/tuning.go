@@ -32,28 +32,40 @@ type tuning struct {
 
 // lanConfig is memberlist.DefaultLANConfig with these changes:
 //
-//   - SuspicionMaxTimeoutMult 6 -> 3: with fewer than ten nodes the suspicion
-//     timeout is 4 s when enough peers confirm and at most 12 s (instead of
-//     24 s) when they do not, so a node cut off for 30 s is declared dead
-//     well within the cut: first probe <= N x 1 s, probe + indirect probes
-//     ~1 s, then the suspicion timeout.
+//   - SuspicionMult 4 -> 2 and SuspicionMaxTimeoutMult 6 -> 3: with fewer
+//     than ten nodes and the 5 s probe interval below, the suspicion timeout
+//     is 10 s when enough peers confirm and at most 30 s when they do not. A
+//     node cut off for 30 s is probed within one or two rounds (5-10 s with
+//     three nodes), suspected about a second later, and declared dead when
+//     the suspicion times out, within the cut.
 //   - DeadNodeReclaimTime 0 -> 30 s: a node that restarts with the same name
 //     but a new address (a re-created node) may take its name back after it
 //     has been dead for 30 s; memberlist otherwise refuses it forever.
-//   - GossipInterval 200 ms -> 1 s: the mesh carries membership only, so
-//     there is little to gossip, and an idle agent should cost next to no
-//     CPU (issue 4's goal: <= 5 millicores); suspicion and death still reach
-//     every member within a few seconds at 3 nodes per round.
+//   - ProbeInterval 1 s -> 5 s and GossipInterval 200 ms -> 2 s: the mesh
+//     carries membership only, and every memberlist round is a few thread
+//     wake-ups (tick, ping, ack, the peers' pings), which is what an idle
+//     agent spends its CPU on (issue 4's goal: <= 5 millicores; measured
+//     with hack/agent-footprint.sh: 1 s rounds cost 12-25, 3 s rounds
+//     6-8). Broadcasts ride on every ping and ack as well as on gossip.
+//   - EnableCompression true -> false: memberlist LZW-compresses every
+//     packet, pings and acks included, and each compression allocates a
+//     fresh LZW table; that was a third of an idle agent's CPU and most of
+//     its garbage. Membership messages are a few hundred bytes and gain
+//     nothing from it.
 //
-// Everything else (1 s probe interval, 500 ms probe timeout, 3 indirect
-// checks, 30 s push/pull and gossip-to-the-dead) is the LAN default. Memberlist forgets dead nodes after GossipToTheDeadTime and never
-// contacts them again, so a partition longer than that heals only through
-// the mesh's periodic rejoin (every 10 s).
+// Everything else (500 ms probe timeout, 3 indirect checks, 30 s push/pull
+// and gossip-to-the-dead) is the LAN default. Memberlist forgets dead nodes
+// after GossipToTheDeadTime and never contacts them again, so a partition
+// longer than that heals only through the mesh's periodic rejoin (every
+// 10 s).
 func lanConfig() *memberlist.Config {
 	c := memberlist.DefaultLANConfig()
+	c.SuspicionMult = 2
 	c.SuspicionMaxTimeoutMult = 3
 	c.DeadNodeReclaimTime = 30 * time.Second
-	c.GossipInterval = time.Second
+	c.ProbeInterval = 5 * time.Second
+	c.GossipInterval = 2 * time.Second
+	c.EnableCompression = false
 	return c
 }
 
