@@ -131,8 +131,10 @@ func GRPCServerOptions(creds credentials.TransportCredentials) []grpc.ServerOpti
 		// Thousands of mostly idle streams: per-connection 32 KiB read and
 		// write buffers would be most of the memory per agent
 		// (test/bench/nodework measured 97 KiB per idle agent with them).
+		// Writes borrow a buffer from a shared pool; reads need no buffer
+		// of their own because TLS already buffers each record.
 		grpc.SharedWriteBuffer(true),
-		grpc.ReadBufferSize(4096),
+		grpc.ReadBufferSize(0),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 	}

@@ -430,7 +430,7 @@ func report(w io.Writer, r benchReport) {
 	p("")
 	heapKiB := perAgentKiB(r.coordBefore.HeapInuse, r.coordIdle.HeapInuse, n)
 	rssKiB := perAgentKiB(r.coordBefore.RSS, r.coordIdle.RSS, n)
-	p("2. coordinator process memory (after GC + FreeOSMemory)")
+	p("2. coordinator process memory (after two GCs + FreeOSMemory)")
 	p("   %-14s %12s %12s %14s", "", "no agents", "idle agents", "per agent")
 	p("   %-14s %9.1f MiB %9.1f MiB %10.1f KiB   goal <= %d KiB: %s", "heap in use", mib(r.coordBefore.HeapInuse), mib(r.coordIdle.HeapInuse), heapKiB, memGoalKiB, met(heapKiB <= memGoalKiB))
 	p("   %-14s %9.1f MiB %9.1f MiB %10.1f KiB   goal <= %d KiB: %s", "RSS", mib(r.coordBefore.RSS), mib(r.coordIdle.RSS), rssKiB, memGoalKiB, met(rssKiB <= memGoalKiB))

@@ -26,17 +26,16 @@ const (
 	// lifetimeEnv caps the child's life (a Go duration), whatever happens
 	// to its parent.
 	lifetimeEnv = "SHOAL_BENCH_LIFETIME"
-	// leanGRPCEnv, when set (to a read buffer size in bytes), makes the
-	// child serve with a shared write buffer and that read buffer instead
-	// of dispatch's options as they are: an experiment, not the product.
-	leanGRPCEnv = "SHOAL_BENCH_GRPC_LEAN"
 	// readyPrefix starts the line the child prints on stdout once it serves:
 	// "SHOAL_BENCH_READY <grpc addr> <control addr>".
 	readyPrefix = "SHOAL_BENCH_READY"
 )
 
-// memSample is one process's memory, read after a full GC that also returns
-// freed memory to the OS (so RSS is not padded by garbage not yet scavenged).
+// memSample is one process's memory, read after two full GCs, the second
+// also returning freed memory to the OS: RSS is not padded by garbage not
+// yet scavenged, nor by buffers parked in sync.Pools (a pool keeps what it
+// held through one GC; an idle process loses it within two of Go's
+// periodic GCs, about four minutes).
 type memSample struct {
 	// HeapInuse is runtime.MemStats.HeapInuse: bytes in in-use heap spans.
 	HeapInuse uint64 `json:"heapInuse"`
@@ -52,7 +51,8 @@ type memSample struct {
 
 // sampleMemory measures this process.
 func sampleMemory() (memSample, error) {
-	debug.FreeOSMemory() // runs a GC first
+	runtime.GC()         // pooled buffers move to the pools' victim caches
+	debug.FreeOSMemory() // a GC that empties them, then the scavenge
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	rss, err := readRSS()

@@ -22,7 +22,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
 	"github.com/shoal-io/shoal/coordinator/auth"
@@ -83,18 +82,7 @@ func coordinatorMain() error {
 	ctl := &http.Server{Handler: c.mux(), ReadHeaderTimeout: 10 * time.Second}
 
 	errc := make(chan error, 2)
-	if readBuf, lean := os.LookupEnv(leanGRPCEnv); lean {
-		// Not what the coordinator runs: dispatch's transport options plus a
-		// shared write buffer and a smaller read buffer, to measure what
-		// they would save.
-		size, err := strconv.Atoi(readBuf)
-		if err != nil {
-			return fmt.Errorf("%s=%q: %w", leanGRPCEnv, readBuf, err)
-		}
-		go func() { errc <- serveLean(ctx, c.srv, grpcLis, creds, size) }()
-	} else {
-		go func() { errc <- c.srv.Serve(ctx, grpcLis, creds) }()
-	}
+	go func() { errc <- c.srv.Serve(ctx, grpcLis, creds) }()
 	go func() {
 		if err := ctl.Serve(ctlLis); !errors.Is(err, http.ErrServerClosed) {
 			errc <- fmt.Errorf("serve control: %w", err)
@@ -111,22 +99,6 @@ func coordinatorMain() error {
 	defer shutCancel()
 	_ = ctl.Shutdown(shutCtx)
 	return err
-}
-
-// serveLean serves srv like dispatch.Server.Serve, with
-// grpc.SharedWriteBuffer(true) and grpc.ReadBufferSize(readBuf) added.
-func serveLean(ctx context.Context, srv *dispatch.Server, lis net.Listener, creds credentials.TransportCredentials, readBuf int) error {
-	gs := grpc.NewServer(append(dispatch.GRPCServerOptions(creds), grpc.SharedWriteBuffer(true), grpc.ReadBufferSize(readBuf))...)
-	nodeworkv1.RegisterNodeWorkServer(gs, srv)
-	errc := make(chan error, 1)
-	go func() { errc <- gs.Serve(lis) }()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serve node-work gRPC: %w", err)
-	case <-ctx.Done():
-	}
-	gs.Stop()
-	return nil
 }
 
 // benchCoordinator is the coordinator's store and server plus the round
