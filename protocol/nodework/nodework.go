@@ -43,6 +43,8 @@ const (
 const (
 	// KindNoop is the test-only noop kind.
 	KindNoop = "noop"
+	// KindRecreate recreates containers of a pod (ContainerRecreateRequest).
+	KindRecreate = "recreate"
 )
 
 // SameSpec reports whether two work items are the same work: equal in
@@ -56,7 +58,7 @@ func SameSpec(a, b *nodeworkv1.WorkItem) bool {
 
 // KnownKind reports whether this build knows the work kind.
 func KnownKind(kind string) bool {
-	return kind == KindNoop
+	return kind == KindNoop || kind == KindRecreate
 }
 
 // ErrProtocol marks a message that breaks the protocol. The receiver logs
@@ -73,6 +75,8 @@ func KindOf(item *nodeworkv1.WorkItem) string {
 	switch item.GetSpec().(type) {
 	case *nodeworkv1.WorkItem_Noop:
 		return KindNoop
+	case *nodeworkv1.WorkItem_Recreate:
+		return KindRecreate
 	default:
 		return ""
 	}
@@ -191,6 +195,9 @@ func validateReport(r *nodeworkv1.WorkReport) error {
 	if len(r.GetMessage()) > MaxMessageTextBytes {
 		return violation("report.message: %d bytes, at most %d", len(r.GetMessage()), MaxMessageTextBytes)
 	}
+	if s := r.GetRecreate(); s != nil {
+		return validateRecreateStatus("report.recreate", s)
+	}
 	return nil
 }
 
@@ -260,6 +267,9 @@ func ValidateWorkItem(path string, it *nodeworkv1.WorkItem) error {
 		if n.GetStepMillis() > 60000 {
 			return violation("%s.noop.stepMillis: %d, want 0..60000", path, n.GetStepMillis())
 		}
+	}
+	if r := it.GetRecreate(); r != nil {
+		return validateRecreateSpec(path+".recreate", r)
 	}
 	return nil
 }

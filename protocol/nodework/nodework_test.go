@@ -165,6 +165,12 @@ func FuzzAgentStream(f *testing.F) {
 	f.Add(frame(report(1, nil)))
 	f.Add(frame(hello(1), hello(2)))
 	f.Add([]byte{0x05, 0x08, 0x01, 0x12, 0x00})
+	f.Add(frame(hello(1), report(2, func(r *nodeworkv1.WorkReport) {
+		r.Id, r.Kind = RecreateID("default", "crr-1"), KindRecreate
+		r.Status = &nodeworkv1.WorkReport_Recreate{Recreate: &nodeworkv1.RecreateStatus{Containers: []*nodeworkv1.RecreateContainerState{
+			{Name: "app", Phase: nodeworkv1.RecreatePhase_RECREATE_PHASE_SUCCEEDED, IsKilled: true, NewContainerId: "containerd://new", RestartCount: 1},
+		}}}
+	})))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var seq Sequencer
 		for len(data) > 0 {
@@ -198,6 +204,7 @@ func FuzzCoordinatorMessage(f *testing.F) {
 		{Seq: 1, Body: &nodeworkv1.CoordinatorMessage_Welcome{Welcome: &nodeworkv1.Welcome{ProtocolVersion: 1, Peers: &nodeworkv1.Peers{Peers: []*nodeworkv1.Peer{{NodeName: "n", MeshAddress: "1.2.3.4:7946"}}}}}},
 		{Seq: 2, Body: &nodeworkv1.CoordinatorMessage_Sync{Sync: &nodeworkv1.WorkSync{Items: []*nodeworkv1.WorkItem{item("a", 1)}}}},
 		{Seq: 3, Body: &nodeworkv1.CoordinatorMessage_Upsert{Upsert: item("b", 2)}},
+		recreateItem(nil),
 	} {
 		b, err := proto.Marshal(m)
 		if err != nil {

@@ -97,6 +97,68 @@ func (Phase) EnumDescriptor() ([]byte, []int) {
 	return file_v1_nodework_proto_rawDescGZIP(), []int{0}
 }
 
+// RecreatePhase is where one container of a recreate item stands.
+type RecreatePhase int32
+
+const (
+	// RECREATE_PHASE_UNSPECIFIED is never sent.
+	RecreatePhase_RECREATE_PHASE_UNSPECIFIED RecreatePhase = 0
+	// RECREATE_PHASE_PENDING: not stopped yet.
+	RecreatePhase_RECREATE_PHASE_PENDING RecreatePhase = 1
+	// RECREATE_PHASE_RECREATING: stopped (or found exited); waiting for its
+	// new instance to be back.
+	RecreatePhase_RECREATE_PHASE_RECREATING RecreatePhase = 2
+	// RECREATE_PHASE_SUCCEEDED: the new instance is back.
+	RecreatePhase_RECREATE_PHASE_SUCCEEDED RecreatePhase = 3
+	// RECREATE_PHASE_FAILED: it could not be recreated; message says why.
+	RecreatePhase_RECREATE_PHASE_FAILED RecreatePhase = 4
+)
+
+// Enum value maps for RecreatePhase.
+var (
+	RecreatePhase_name = map[int32]string{
+		0: "RECREATE_PHASE_UNSPECIFIED",
+		1: "RECREATE_PHASE_PENDING",
+		2: "RECREATE_PHASE_RECREATING",
+		3: "RECREATE_PHASE_SUCCEEDED",
+		4: "RECREATE_PHASE_FAILED",
+	}
+	RecreatePhase_value = map[string]int32{
+		"RECREATE_PHASE_UNSPECIFIED": 0,
+		"RECREATE_PHASE_PENDING":     1,
+		"RECREATE_PHASE_RECREATING":  2,
+		"RECREATE_PHASE_SUCCEEDED":   3,
+		"RECREATE_PHASE_FAILED":      4,
+	}
+)
+
+func (x RecreatePhase) Enum() *RecreatePhase {
+	p := new(RecreatePhase)
+	*p = x
+	return p
+}
+
+func (x RecreatePhase) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RecreatePhase) Descriptor() protoreflect.EnumDescriptor {
+	return file_v1_nodework_proto_enumTypes[1].Descriptor()
+}
+
+func (RecreatePhase) Type() protoreflect.EnumType {
+	return &file_v1_nodework_proto_enumTypes[1]
+}
+
+func (x RecreatePhase) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RecreatePhase.Descriptor instead.
+func (RecreatePhase) EnumDescriptor() ([]byte, []int) {
+	return file_v1_nodework_proto_rawDescGZIP(), []int{1}
+}
+
 // AgentMessage is everything an agent sends on the stream.
 type AgentMessage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -860,6 +922,7 @@ type WorkItem struct {
 	// Types that are valid to be assigned to Spec:
 	//
 	//	*WorkItem_Noop
+	//	*WorkItem_Recreate
 	Spec          isWorkItem_Spec `protobuf_oneof:"spec"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -932,6 +995,15 @@ func (x *WorkItem) GetNoop() *NoopSpec {
 	return nil
 }
 
+func (x *WorkItem) GetRecreate() *RecreateSpec {
+	if x != nil {
+		if x, ok := x.Spec.(*WorkItem_Recreate); ok {
+			return x.Recreate
+		}
+	}
+	return nil
+}
+
 type isWorkItem_Spec interface {
 	isWorkItem_Spec()
 }
@@ -942,7 +1014,15 @@ type WorkItem_Noop struct {
 	Noop *NoopSpec `protobuf:"bytes,10,opt,name=noop,proto3,oneof"`
 }
 
+type WorkItem_Recreate struct {
+	// recreate recreates containers of one pod in place (a
+	// ContainerRecreateRequest).
+	Recreate *RecreateSpec `protobuf:"bytes,11,opt,name=recreate,proto3,oneof"`
+}
+
 func (*WorkItem_Noop) isWorkItem_Spec() {}
+
+func (*WorkItem_Recreate) isWorkItem_Spec() {}
 
 // NoopSpec is the spec of the test-only noop kind.
 type NoopSpec struct {
@@ -999,6 +1079,575 @@ func (x *NoopSpec) GetStepMillis() uint32 {
 	return 0
 }
 
+// RecreateSpec asks the agent to recreate containers of one pod in place:
+// run each container's preStop hook, stop it within the grace period, and
+// watch the kubelet start its next instance. Work item id:
+// "recreate/<namespace>/<request name>".
+type RecreateSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// pod_namespace, pod_name and pod_uid name the pod. The agent finds the
+	// pod's sandbox by the kubelet's labels and never touches a sandbox of
+	// another UID.
+	PodNamespace string `protobuf:"bytes,1,opt,name=pod_namespace,json=podNamespace,proto3" json:"pod_namespace,omitempty"`
+	PodName      string `protobuf:"bytes,2,opt,name=pod_name,json=podName,proto3" json:"pod_name,omitempty"`
+	PodUid       string `protobuf:"bytes,3,opt,name=pod_uid,json=podUid,proto3" json:"pod_uid,omitempty"`
+	// pod_ip is where an httpGet preStop hook without a host connects.
+	PodIp string `protobuf:"bytes,4,opt,name=pod_ip,json=podIp,proto3" json:"pod_ip,omitempty"`
+	// containers are recreated in this order (1..64, names unique).
+	Containers []*RecreateContainer `protobuf:"bytes,5,rep,name=containers,proto3" json:"containers,omitempty"`
+	// ordered recreates one container at a time: the next one is stopped
+	// only once the previous one is back (running, ready and started for
+	// min_started_seconds).
+	Ordered bool `protobuf:"varint,6,opt,name=ordered,proto3" json:"ordered,omitempty"`
+	// force stops a container even while its previous instance is still
+	// starting.
+	Force bool `protobuf:"varint,7,opt,name=force,proto3" json:"force,omitempty"`
+	// ignore_failures is failurePolicy Ignore: a container that cannot be
+	// recreated does not end the request; the others still are.
+	IgnoreFailures bool `protobuf:"varint,8,opt,name=ignore_failures,json=ignoreFailures,proto3" json:"ignore_failures,omitempty"`
+	// termination_grace_seconds bounds each container's preStop hook and
+	// stop together (0..86400).
+	TerminationGraceSeconds int64 `protobuf:"varint,9,opt,name=termination_grace_seconds,json=terminationGraceSeconds,proto3" json:"termination_grace_seconds,omitempty"`
+	// min_started_seconds is how long a new instance must run before it
+	// counts as back (0..86400), timed by the agent's own clock.
+	MinStartedSeconds int32 `protobuf:"varint,10,opt,name=min_started_seconds,json=minStartedSeconds,proto3" json:"min_started_seconds,omitempty"`
+	// ready_container_ids are the containers the kubelet reports ready (from
+	// the pod's status, as the coordinator last saw it), in the CRI form
+	// "<runtime>://<id>". A container with a readiness probe is back only
+	// once its new instance is listed here; one without is back when running.
+	ReadyContainerIds []string `protobuf:"bytes,11,rep,name=ready_container_ids,json=readyContainerIds,proto3" json:"ready_container_ids,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *RecreateSpec) Reset() {
+	*x = RecreateSpec{}
+	mi := &file_v1_nodework_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecreateSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecreateSpec) ProtoMessage() {}
+
+func (x *RecreateSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_v1_nodework_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecreateSpec.ProtoReflect.Descriptor instead.
+func (*RecreateSpec) Descriptor() ([]byte, []int) {
+	return file_v1_nodework_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *RecreateSpec) GetPodNamespace() string {
+	if x != nil {
+		return x.PodNamespace
+	}
+	return ""
+}
+
+func (x *RecreateSpec) GetPodName() string {
+	if x != nil {
+		return x.PodName
+	}
+	return ""
+}
+
+func (x *RecreateSpec) GetPodUid() string {
+	if x != nil {
+		return x.PodUid
+	}
+	return ""
+}
+
+func (x *RecreateSpec) GetPodIp() string {
+	if x != nil {
+		return x.PodIp
+	}
+	return ""
+}
+
+func (x *RecreateSpec) GetContainers() []*RecreateContainer {
+	if x != nil {
+		return x.Containers
+	}
+	return nil
+}
+
+func (x *RecreateSpec) GetOrdered() bool {
+	if x != nil {
+		return x.Ordered
+	}
+	return false
+}
+
+func (x *RecreateSpec) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+func (x *RecreateSpec) GetIgnoreFailures() bool {
+	if x != nil {
+		return x.IgnoreFailures
+	}
+	return false
+}
+
+func (x *RecreateSpec) GetTerminationGraceSeconds() int64 {
+	if x != nil {
+		return x.TerminationGraceSeconds
+	}
+	return 0
+}
+
+func (x *RecreateSpec) GetMinStartedSeconds() int32 {
+	if x != nil {
+		return x.MinStartedSeconds
+	}
+	return 0
+}
+
+func (x *RecreateSpec) GetReadyContainerIds() []string {
+	if x != nil {
+		return x.ReadyContainerIds
+	}
+	return nil
+}
+
+// RecreateContainer is one container of a RecreateSpec.
+type RecreateContainer struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the container's name in the pod.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// container_id is the instance to recreate, "<runtime>://<id>" as in the
+	// pod's status. A different instance, or a higher restart count, means
+	// it was already recreated.
+	ContainerId string `protobuf:"bytes,2,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
+	// restart_count is the container's restart count when the request was
+	// made.
+	RestartCount int32 `protobuf:"varint,3,opt,name=restart_count,json=restartCount,proto3" json:"restart_count,omitempty"`
+	// pre_stop is the container's preStop hook, if it has one.
+	PreStop *PreStopHook `protobuf:"bytes,4,opt,name=pre_stop,json=preStop,proto3" json:"pre_stop,omitempty"`
+	// has_readiness_probe tells whether readiness comes from the kubelet's
+	// probe (see RecreateSpec.ready_container_ids).
+	HasReadinessProbe bool `protobuf:"varint,5,opt,name=has_readiness_probe,json=hasReadinessProbe,proto3" json:"has_readiness_probe,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *RecreateContainer) Reset() {
+	*x = RecreateContainer{}
+	mi := &file_v1_nodework_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecreateContainer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecreateContainer) ProtoMessage() {}
+
+func (x *RecreateContainer) ProtoReflect() protoreflect.Message {
+	mi := &file_v1_nodework_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecreateContainer.ProtoReflect.Descriptor instead.
+func (*RecreateContainer) Descriptor() ([]byte, []int) {
+	return file_v1_nodework_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *RecreateContainer) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RecreateContainer) GetContainerId() string {
+	if x != nil {
+		return x.ContainerId
+	}
+	return ""
+}
+
+func (x *RecreateContainer) GetRestartCount() int32 {
+	if x != nil {
+		return x.RestartCount
+	}
+	return 0
+}
+
+func (x *RecreateContainer) GetPreStop() *PreStopHook {
+	if x != nil {
+		return x.PreStop
+	}
+	return nil
+}
+
+func (x *RecreateContainer) GetHasReadinessProbe() bool {
+	if x != nil {
+		return x.HasReadinessProbe
+	}
+	return false
+}
+
+// PreStopHook is a container's preStop handler, resolved by the
+// coordinator (named ports become numbers).
+type PreStopHook struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// action is what the hook does.
+	//
+	// Types that are valid to be assigned to Action:
+	//
+	//	*PreStopHook_Exec
+	//	*PreStopHook_HttpGet
+	//	*PreStopHook_Sleep
+	Action        isPreStopHook_Action `protobuf_oneof:"action"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PreStopHook) Reset() {
+	*x = PreStopHook{}
+	mi := &file_v1_nodework_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PreStopHook) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PreStopHook) ProtoMessage() {}
+
+func (x *PreStopHook) ProtoReflect() protoreflect.Message {
+	mi := &file_v1_nodework_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PreStopHook.ProtoReflect.Descriptor instead.
+func (*PreStopHook) Descriptor() ([]byte, []int) {
+	return file_v1_nodework_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *PreStopHook) GetAction() isPreStopHook_Action {
+	if x != nil {
+		return x.Action
+	}
+	return nil
+}
+
+func (x *PreStopHook) GetExec() *ExecAction {
+	if x != nil {
+		if x, ok := x.Action.(*PreStopHook_Exec); ok {
+			return x.Exec
+		}
+	}
+	return nil
+}
+
+func (x *PreStopHook) GetHttpGet() *HTTPGetAction {
+	if x != nil {
+		if x, ok := x.Action.(*PreStopHook_HttpGet); ok {
+			return x.HttpGet
+		}
+	}
+	return nil
+}
+
+func (x *PreStopHook) GetSleep() *SleepAction {
+	if x != nil {
+		if x, ok := x.Action.(*PreStopHook_Sleep); ok {
+			return x.Sleep
+		}
+	}
+	return nil
+}
+
+type isPreStopHook_Action interface {
+	isPreStopHook_Action()
+}
+
+type PreStopHook_Exec struct {
+	// exec runs a command in the container.
+	Exec *ExecAction `protobuf:"bytes,1,opt,name=exec,proto3,oneof"`
+}
+
+type PreStopHook_HttpGet struct {
+	// http_get sends a GET request.
+	HttpGet *HTTPGetAction `protobuf:"bytes,2,opt,name=http_get,json=httpGet,proto3,oneof"`
+}
+
+type PreStopHook_Sleep struct {
+	// sleep waits.
+	Sleep *SleepAction `protobuf:"bytes,3,opt,name=sleep,proto3,oneof"`
+}
+
+func (*PreStopHook_Exec) isPreStopHook_Action() {}
+
+func (*PreStopHook_HttpGet) isPreStopHook_Action() {}
+
+func (*PreStopHook_Sleep) isPreStopHook_Action() {}
+
+// ExecAction runs a command in the container (through CRI ExecSync).
+type ExecAction struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// command is the argv (1..64 elements).
+	Command       []string `protobuf:"bytes,1,rep,name=command,proto3" json:"command,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecAction) Reset() {
+	*x = ExecAction{}
+	mi := &file_v1_nodework_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecAction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecAction) ProtoMessage() {}
+
+func (x *ExecAction) ProtoReflect() protoreflect.Message {
+	mi := &file_v1_nodework_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecAction.ProtoReflect.Descriptor instead.
+func (*ExecAction) Descriptor() ([]byte, []int) {
+	return file_v1_nodework_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ExecAction) GetCommand() []string {
+	if x != nil {
+		return x.Command
+	}
+	return nil
+}
+
+// HTTPGetAction is an HTTP GET sent by the agent.
+type HTTPGetAction struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// host defaults to the pod's IP.
+	Host string `protobuf:"bytes,1,opt,name=host,proto3" json:"host,omitempty"`
+	// port is 1..65535.
+	Port int32 `protobuf:"varint,2,opt,name=port,proto3" json:"port,omitempty"`
+	// path of the request, "/" when empty.
+	Path string `protobuf:"bytes,3,opt,name=path,proto3" json:"path,omitempty"`
+	// scheme is "HTTP" (default) or "HTTPS" (certificates not verified, as
+	// the kubelet does).
+	Scheme string `protobuf:"bytes,4,opt,name=scheme,proto3" json:"scheme,omitempty"`
+	// headers are sent with the request.
+	Headers       []*HTTPHeader `protobuf:"bytes,5,rep,name=headers,proto3" json:"headers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HTTPGetAction) Reset() {
+	*x = HTTPGetAction{}
+	mi := &file_v1_nodework_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HTTPGetAction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HTTPGetAction) ProtoMessage() {}
+
+func (x *HTTPGetAction) ProtoReflect() protoreflect.Message {
+	mi := &file_v1_nodework_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HTTPGetAction.ProtoReflect.Descriptor instead.
+func (*HTTPGetAction) Descriptor() ([]byte, []int) {
+	return file_v1_nodework_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *HTTPGetAction) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
+func (x *HTTPGetAction) GetPort() int32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *HTTPGetAction) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *HTTPGetAction) GetScheme() string {
+	if x != nil {
+		return x.Scheme
+	}
+	return ""
+}
+
+func (x *HTTPGetAction) GetHeaders() []*HTTPHeader {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
+// HTTPHeader is one request header.
+type HTTPHeader struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name of the header.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// value of the header.
+	Value         string `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HTTPHeader) Reset() {
+	*x = HTTPHeader{}
+	mi := &file_v1_nodework_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HTTPHeader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HTTPHeader) ProtoMessage() {}
+
+func (x *HTTPHeader) ProtoReflect() protoreflect.Message {
+	mi := &file_v1_nodework_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HTTPHeader.ProtoReflect.Descriptor instead.
+func (*HTTPHeader) Descriptor() ([]byte, []int) {
+	return file_v1_nodework_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *HTTPHeader) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *HTTPHeader) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+// SleepAction waits before the stop.
+type SleepAction struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// seconds to wait (0..86400).
+	Seconds       int64 `protobuf:"varint,1,opt,name=seconds,proto3" json:"seconds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SleepAction) Reset() {
+	*x = SleepAction{}
+	mi := &file_v1_nodework_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SleepAction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SleepAction) ProtoMessage() {}
+
+func (x *SleepAction) ProtoReflect() protoreflect.Message {
+	mi := &file_v1_nodework_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SleepAction.ProtoReflect.Descriptor instead.
+func (*SleepAction) Descriptor() ([]byte, []int) {
+	return file_v1_nodework_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *SleepAction) GetSeconds() int64 {
+	if x != nil {
+		return x.Seconds
+	}
+	return 0
+}
+
 // WorkReport is the full observed state of one work item on the node.
 type WorkReport struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1020,6 +1669,7 @@ type WorkReport struct {
 	// Types that are valid to be assigned to Status:
 	//
 	//	*WorkReport_Noop
+	//	*WorkReport_Recreate
 	Status        isWorkReport_Status `protobuf_oneof:"status"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1027,7 +1677,7 @@ type WorkReport struct {
 
 func (x *WorkReport) Reset() {
 	*x = WorkReport{}
-	mi := &file_v1_nodework_proto_msgTypes[12]
+	mi := &file_v1_nodework_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1039,7 +1689,7 @@ func (x *WorkReport) String() string {
 func (*WorkReport) ProtoMessage() {}
 
 func (x *WorkReport) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_nodework_proto_msgTypes[12]
+	mi := &file_v1_nodework_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1052,7 +1702,7 @@ func (x *WorkReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkReport.ProtoReflect.Descriptor instead.
 func (*WorkReport) Descriptor() ([]byte, []int) {
-	return file_v1_nodework_proto_rawDescGZIP(), []int{12}
+	return file_v1_nodework_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WorkReport) GetId() string {
@@ -1113,6 +1763,15 @@ func (x *WorkReport) GetNoop() *NoopStatus {
 	return nil
 }
 
+func (x *WorkReport) GetRecreate() *RecreateStatus {
+	if x != nil {
+		if x, ok := x.Status.(*WorkReport_Recreate); ok {
+			return x.Recreate
+		}
+	}
+	return nil
+}
+
 type isWorkReport_Status interface {
 	isWorkReport_Status()
 }
@@ -1122,7 +1781,14 @@ type WorkReport_Noop struct {
 	Noop *NoopStatus `protobuf:"bytes,10,opt,name=noop,proto3,oneof"`
 }
 
+type WorkReport_Recreate struct {
+	// recreate is the state of a recreate item.
+	Recreate *RecreateStatus `protobuf:"bytes,11,opt,name=recreate,proto3,oneof"`
+}
+
 func (*WorkReport_Noop) isWorkReport_Status() {}
+
+func (*WorkReport_Recreate) isWorkReport_Status() {}
 
 // NoopStatus is the state of a noop work item.
 type NoopStatus struct {
@@ -1138,7 +1804,7 @@ type NoopStatus struct {
 
 func (x *NoopStatus) Reset() {
 	*x = NoopStatus{}
-	mi := &file_v1_nodework_proto_msgTypes[13]
+	mi := &file_v1_nodework_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1150,7 +1816,7 @@ func (x *NoopStatus) String() string {
 func (*NoopStatus) ProtoMessage() {}
 
 func (x *NoopStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_nodework_proto_msgTypes[13]
+	mi := &file_v1_nodework_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1163,7 +1829,7 @@ func (x *NoopStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NoopStatus.ProtoReflect.Descriptor instead.
 func (*NoopStatus) Descriptor() ([]byte, []int) {
-	return file_v1_nodework_proto_rawDescGZIP(), []int{13}
+	return file_v1_nodework_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *NoopStatus) GetStepsDone() uint32 {
@@ -1176,6 +1842,173 @@ func (x *NoopStatus) GetStepsDone() uint32 {
 func (x *NoopStatus) GetStarts() uint32 {
 	if x != nil {
 		return x.Starts
+	}
+	return 0
+}
+
+// RecreateStatus is the state of a recreate work item: one entry per
+// container of the spec, in the spec's order.
+type RecreateStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// containers are the containers' states.
+	Containers    []*RecreateContainerState `protobuf:"bytes,1,rep,name=containers,proto3" json:"containers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecreateStatus) Reset() {
+	*x = RecreateStatus{}
+	mi := &file_v1_nodework_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecreateStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecreateStatus) ProtoMessage() {}
+
+func (x *RecreateStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_v1_nodework_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecreateStatus.ProtoReflect.Descriptor instead.
+func (*RecreateStatus) Descriptor() ([]byte, []int) {
+	return file_v1_nodework_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *RecreateStatus) GetContainers() []*RecreateContainerState {
+	if x != nil {
+		return x.Containers
+	}
+	return nil
+}
+
+// RecreateContainerState is one container's state.
+type RecreateContainerState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the container's name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// phase is where it stands.
+	Phase RecreatePhase `protobuf:"varint,2,opt,name=phase,proto3,enum=shoal.nodework.v1.RecreatePhase" json:"phase,omitempty"`
+	// message explains the phase (at most 1024 bytes).
+	Message string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// is_killed is true once the agent stopped the instance (or found it
+	// already replaced).
+	IsKilled bool `protobuf:"varint,4,opt,name=is_killed,json=isKilled,proto3" json:"is_killed,omitempty"`
+	// new_container_id is the instance that replaced it, once seen.
+	NewContainerId string `protobuf:"bytes,5,opt,name=new_container_id,json=newContainerId,proto3" json:"new_container_id,omitempty"`
+	// restart_count is the container's restart count as the runtime last
+	// showed it.
+	RestartCount int32 `protobuf:"varint,6,opt,name=restart_count,json=restartCount,proto3" json:"restart_count,omitempty"`
+	// pre_stop_millis and stop_millis are how long the preStop hook and the
+	// stop took; restart_millis is from the stop to the new instance
+	// running (agent clock, durations only).
+	PreStopMillis int64 `protobuf:"varint,7,opt,name=pre_stop_millis,json=preStopMillis,proto3" json:"pre_stop_millis,omitempty"`
+	StopMillis    int64 `protobuf:"varint,8,opt,name=stop_millis,json=stopMillis,proto3" json:"stop_millis,omitempty"`
+	RestartMillis int64 `protobuf:"varint,9,opt,name=restart_millis,json=restartMillis,proto3" json:"restart_millis,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecreateContainerState) Reset() {
+	*x = RecreateContainerState{}
+	mi := &file_v1_nodework_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecreateContainerState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecreateContainerState) ProtoMessage() {}
+
+func (x *RecreateContainerState) ProtoReflect() protoreflect.Message {
+	mi := &file_v1_nodework_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecreateContainerState.ProtoReflect.Descriptor instead.
+func (*RecreateContainerState) Descriptor() ([]byte, []int) {
+	return file_v1_nodework_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *RecreateContainerState) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RecreateContainerState) GetPhase() RecreatePhase {
+	if x != nil {
+		return x.Phase
+	}
+	return RecreatePhase_RECREATE_PHASE_UNSPECIFIED
+}
+
+func (x *RecreateContainerState) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *RecreateContainerState) GetIsKilled() bool {
+	if x != nil {
+		return x.IsKilled
+	}
+	return false
+}
+
+func (x *RecreateContainerState) GetNewContainerId() string {
+	if x != nil {
+		return x.NewContainerId
+	}
+	return ""
+}
+
+func (x *RecreateContainerState) GetRestartCount() int32 {
+	if x != nil {
+		return x.RestartCount
+	}
+	return 0
+}
+
+func (x *RecreateContainerState) GetPreStopMillis() int64 {
+	if x != nil {
+		return x.PreStopMillis
+	}
+	return 0
+}
+
+func (x *RecreateContainerState) GetStopMillis() int64 {
+	if x != nil {
+		return x.StopMillis
+	}
+	return 0
+}
+
+func (x *RecreateContainerState) GetRestartMillis() int64 {
+	if x != nil {
+		return x.RestartMillis
 	}
 	return 0
 }
@@ -1232,7 +2065,7 @@ const file_v1_nodework_proto_rawDesc = "" +
 	"\x05items\x18\x01 \x03(\v2\x1b.shoal.nodework.v1.WorkItemR\x05items\"\x1c\n" +
 	"\n" +
 	"WorkRemove\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\x89\x01\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\xc8\x01\n" +
 	"\bWorkItem\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1e\n" +
 	"\n" +
@@ -1240,12 +2073,54 @@ const file_v1_nodework_proto_rawDesc = "" +
 	"generation\x12\x12\n" +
 	"\x04kind\x18\x03 \x01(\tR\x04kind\x121\n" +
 	"\x04noop\x18\n" +
-	" \x01(\v2\x1b.shoal.nodework.v1.NoopSpecH\x00R\x04noopB\x06\n" +
+	" \x01(\v2\x1b.shoal.nodework.v1.NoopSpecH\x00R\x04noop\x12=\n" +
+	"\brecreate\x18\v \x01(\v2\x1f.shoal.nodework.v1.RecreateSpecH\x00R\brecreateB\x06\n" +
 	"\x04spec\"A\n" +
 	"\bNoopSpec\x12\x14\n" +
 	"\x05steps\x18\x01 \x01(\rR\x05steps\x12\x1f\n" +
 	"\vstep_millis\x18\x02 \x01(\rR\n" +
-	"stepMillis\"\x98\x02\n" +
+	"stepMillis\"\xb9\x03\n" +
+	"\fRecreateSpec\x12#\n" +
+	"\rpod_namespace\x18\x01 \x01(\tR\fpodNamespace\x12\x19\n" +
+	"\bpod_name\x18\x02 \x01(\tR\apodName\x12\x17\n" +
+	"\apod_uid\x18\x03 \x01(\tR\x06podUid\x12\x15\n" +
+	"\x06pod_ip\x18\x04 \x01(\tR\x05podIp\x12D\n" +
+	"\n" +
+	"containers\x18\x05 \x03(\v2$.shoal.nodework.v1.RecreateContainerR\n" +
+	"containers\x12\x18\n" +
+	"\aordered\x18\x06 \x01(\bR\aordered\x12\x14\n" +
+	"\x05force\x18\a \x01(\bR\x05force\x12'\n" +
+	"\x0fignore_failures\x18\b \x01(\bR\x0eignoreFailures\x12:\n" +
+	"\x19termination_grace_seconds\x18\t \x01(\x03R\x17terminationGraceSeconds\x12.\n" +
+	"\x13min_started_seconds\x18\n" +
+	" \x01(\x05R\x11minStartedSeconds\x12.\n" +
+	"\x13ready_container_ids\x18\v \x03(\tR\x11readyContainerIds\"\xda\x01\n" +
+	"\x11RecreateContainer\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
+	"\fcontainer_id\x18\x02 \x01(\tR\vcontainerId\x12#\n" +
+	"\rrestart_count\x18\x03 \x01(\x05R\frestartCount\x129\n" +
+	"\bpre_stop\x18\x04 \x01(\v2\x1e.shoal.nodework.v1.PreStopHookR\apreStop\x12.\n" +
+	"\x13has_readiness_probe\x18\x05 \x01(\bR\x11hasReadinessProbe\"\xc3\x01\n" +
+	"\vPreStopHook\x123\n" +
+	"\x04exec\x18\x01 \x01(\v2\x1d.shoal.nodework.v1.ExecActionH\x00R\x04exec\x12=\n" +
+	"\bhttp_get\x18\x02 \x01(\v2 .shoal.nodework.v1.HTTPGetActionH\x00R\ahttpGet\x126\n" +
+	"\x05sleep\x18\x03 \x01(\v2\x1e.shoal.nodework.v1.SleepActionH\x00R\x05sleepB\b\n" +
+	"\x06action\"&\n" +
+	"\n" +
+	"ExecAction\x12\x18\n" +
+	"\acommand\x18\x01 \x03(\tR\acommand\"\x9c\x01\n" +
+	"\rHTTPGetAction\x12\x12\n" +
+	"\x04host\x18\x01 \x01(\tR\x04host\x12\x12\n" +
+	"\x04port\x18\x02 \x01(\x05R\x04port\x12\x12\n" +
+	"\x04path\x18\x03 \x01(\tR\x04path\x12\x16\n" +
+	"\x06scheme\x18\x04 \x01(\tR\x06scheme\x127\n" +
+	"\aheaders\x18\x05 \x03(\v2\x1d.shoal.nodework.v1.HTTPHeaderR\aheaders\"6\n" +
+	"\n" +
+	"HTTPHeader\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"'\n" +
+	"\vSleepAction\x12\x18\n" +
+	"\aseconds\x18\x01 \x01(\x03R\aseconds\"\xd9\x02\n" +
 	"\n" +
 	"WorkReport\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12/\n" +
@@ -1255,20 +2130,42 @@ const file_v1_nodework_proto_rawDesc = "" +
 	"\amessage\x18\x05 \x01(\tR\amessage\x12,\n" +
 	"\x12updated_unix_nanos\x18\x06 \x01(\x03R\x10updatedUnixNanos\x123\n" +
 	"\x04noop\x18\n" +
-	" \x01(\v2\x1d.shoal.nodework.v1.NoopStatusH\x00R\x04noopB\b\n" +
+	" \x01(\v2\x1d.shoal.nodework.v1.NoopStatusH\x00R\x04noop\x12?\n" +
+	"\brecreate\x18\v \x01(\v2!.shoal.nodework.v1.RecreateStatusH\x00R\brecreateB\b\n" +
 	"\x06status\"C\n" +
 	"\n" +
 	"NoopStatus\x12\x1d\n" +
 	"\n" +
 	"steps_done\x18\x01 \x01(\rR\tstepsDone\x12\x16\n" +
-	"\x06starts\x18\x02 \x01(\rR\x06starts*\x82\x01\n" +
+	"\x06starts\x18\x02 \x01(\rR\x06starts\"[\n" +
+	"\x0eRecreateStatus\x12I\n" +
+	"\n" +
+	"containers\x18\x01 \x03(\v2).shoal.nodework.v1.RecreateContainerStateR\n" +
+	"containers\"\xda\x02\n" +
+	"\x16RecreateContainerState\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x126\n" +
+	"\x05phase\x18\x02 \x01(\x0e2 .shoal.nodework.v1.RecreatePhaseR\x05phase\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x12\x1b\n" +
+	"\tis_killed\x18\x04 \x01(\bR\bisKilled\x12(\n" +
+	"\x10new_container_id\x18\x05 \x01(\tR\x0enewContainerId\x12#\n" +
+	"\rrestart_count\x18\x06 \x01(\x05R\frestartCount\x12&\n" +
+	"\x0fpre_stop_millis\x18\a \x01(\x03R\rpreStopMillis\x12\x1f\n" +
+	"\vstop_millis\x18\b \x01(\x03R\n" +
+	"stopMillis\x12%\n" +
+	"\x0erestart_millis\x18\t \x01(\x03R\rrestartMillis*\x82\x01\n" +
 	"\x05Phase\x12\x15\n" +
 	"\x11PHASE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rPHASE_PENDING\x10\x01\x12\x11\n" +
 	"\rPHASE_RUNNING\x10\x02\x12\x13\n" +
 	"\x0fPHASE_SUCCEEDED\x10\x03\x12\x10\n" +
 	"\fPHASE_FAILED\x10\x04\x12\x15\n" +
-	"\x11PHASE_UNSUPPORTED\x10\x052a\n" +
+	"\x11PHASE_UNSUPPORTED\x10\x05*\xa3\x01\n" +
+	"\rRecreatePhase\x12\x1e\n" +
+	"\x1aRECREATE_PHASE_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16RECREATE_PHASE_PENDING\x10\x01\x12\x1d\n" +
+	"\x19RECREATE_PHASE_RECREATING\x10\x02\x12\x1c\n" +
+	"\x18RECREATE_PHASE_SUCCEEDED\x10\x03\x12\x19\n" +
+	"\x15RECREATE_PHASE_FAILED\x10\x042a\n" +
 	"\bNodeWork\x12U\n" +
 	"\aConnect\x12\x1f.shoal.nodework.v1.AgentMessage\x1a%.shoal.nodework.v1.CoordinatorMessage(\x010\x01B;Z9github.com/shoal-io/shoal/protocol/nodework/v1;nodeworkv1b\x06proto3"
 
@@ -1284,49 +2181,69 @@ func file_v1_nodework_proto_rawDescGZIP() []byte {
 	return file_v1_nodework_proto_rawDescData
 }
 
-var file_v1_nodework_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_v1_nodework_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_v1_nodework_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_v1_nodework_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_v1_nodework_proto_goTypes = []any{
-	(Phase)(0),                 // 0: shoal.nodework.v1.Phase
-	(*AgentMessage)(nil),       // 1: shoal.nodework.v1.AgentMessage
-	(*CoordinatorMessage)(nil), // 2: shoal.nodework.v1.CoordinatorMessage
-	(*Hello)(nil),              // 3: shoal.nodework.v1.Hello
-	(*Capabilities)(nil),       // 4: shoal.nodework.v1.Capabilities
-	(*Welcome)(nil),            // 5: shoal.nodework.v1.Welcome
-	(*Peers)(nil),              // 6: shoal.nodework.v1.Peers
-	(*Peer)(nil),               // 7: shoal.nodework.v1.Peer
-	(*WorkRef)(nil),            // 8: shoal.nodework.v1.WorkRef
-	(*WorkSync)(nil),           // 9: shoal.nodework.v1.WorkSync
-	(*WorkRemove)(nil),         // 10: shoal.nodework.v1.WorkRemove
-	(*WorkItem)(nil),           // 11: shoal.nodework.v1.WorkItem
-	(*NoopSpec)(nil),           // 12: shoal.nodework.v1.NoopSpec
-	(*WorkReport)(nil),         // 13: shoal.nodework.v1.WorkReport
-	(*NoopStatus)(nil),         // 14: shoal.nodework.v1.NoopStatus
+	(Phase)(0),                     // 0: shoal.nodework.v1.Phase
+	(RecreatePhase)(0),             // 1: shoal.nodework.v1.RecreatePhase
+	(*AgentMessage)(nil),           // 2: shoal.nodework.v1.AgentMessage
+	(*CoordinatorMessage)(nil),     // 3: shoal.nodework.v1.CoordinatorMessage
+	(*Hello)(nil),                  // 4: shoal.nodework.v1.Hello
+	(*Capabilities)(nil),           // 5: shoal.nodework.v1.Capabilities
+	(*Welcome)(nil),                // 6: shoal.nodework.v1.Welcome
+	(*Peers)(nil),                  // 7: shoal.nodework.v1.Peers
+	(*Peer)(nil),                   // 8: shoal.nodework.v1.Peer
+	(*WorkRef)(nil),                // 9: shoal.nodework.v1.WorkRef
+	(*WorkSync)(nil),               // 10: shoal.nodework.v1.WorkSync
+	(*WorkRemove)(nil),             // 11: shoal.nodework.v1.WorkRemove
+	(*WorkItem)(nil),               // 12: shoal.nodework.v1.WorkItem
+	(*NoopSpec)(nil),               // 13: shoal.nodework.v1.NoopSpec
+	(*RecreateSpec)(nil),           // 14: shoal.nodework.v1.RecreateSpec
+	(*RecreateContainer)(nil),      // 15: shoal.nodework.v1.RecreateContainer
+	(*PreStopHook)(nil),            // 16: shoal.nodework.v1.PreStopHook
+	(*ExecAction)(nil),             // 17: shoal.nodework.v1.ExecAction
+	(*HTTPGetAction)(nil),          // 18: shoal.nodework.v1.HTTPGetAction
+	(*HTTPHeader)(nil),             // 19: shoal.nodework.v1.HTTPHeader
+	(*SleepAction)(nil),            // 20: shoal.nodework.v1.SleepAction
+	(*WorkReport)(nil),             // 21: shoal.nodework.v1.WorkReport
+	(*NoopStatus)(nil),             // 22: shoal.nodework.v1.NoopStatus
+	(*RecreateStatus)(nil),         // 23: shoal.nodework.v1.RecreateStatus
+	(*RecreateContainerState)(nil), // 24: shoal.nodework.v1.RecreateContainerState
 }
 var file_v1_nodework_proto_depIdxs = []int32{
-	3,  // 0: shoal.nodework.v1.AgentMessage.hello:type_name -> shoal.nodework.v1.Hello
-	13, // 1: shoal.nodework.v1.AgentMessage.report:type_name -> shoal.nodework.v1.WorkReport
-	5,  // 2: shoal.nodework.v1.CoordinatorMessage.welcome:type_name -> shoal.nodework.v1.Welcome
-	9,  // 3: shoal.nodework.v1.CoordinatorMessage.sync:type_name -> shoal.nodework.v1.WorkSync
-	11, // 4: shoal.nodework.v1.CoordinatorMessage.upsert:type_name -> shoal.nodework.v1.WorkItem
-	10, // 5: shoal.nodework.v1.CoordinatorMessage.remove:type_name -> shoal.nodework.v1.WorkRemove
-	6,  // 6: shoal.nodework.v1.CoordinatorMessage.peers:type_name -> shoal.nodework.v1.Peers
-	4,  // 7: shoal.nodework.v1.Hello.capabilities:type_name -> shoal.nodework.v1.Capabilities
-	8,  // 8: shoal.nodework.v1.Hello.held:type_name -> shoal.nodework.v1.WorkRef
-	6,  // 9: shoal.nodework.v1.Welcome.peers:type_name -> shoal.nodework.v1.Peers
-	7,  // 10: shoal.nodework.v1.Peers.peers:type_name -> shoal.nodework.v1.Peer
+	4,  // 0: shoal.nodework.v1.AgentMessage.hello:type_name -> shoal.nodework.v1.Hello
+	21, // 1: shoal.nodework.v1.AgentMessage.report:type_name -> shoal.nodework.v1.WorkReport
+	6,  // 2: shoal.nodework.v1.CoordinatorMessage.welcome:type_name -> shoal.nodework.v1.Welcome
+	10, // 3: shoal.nodework.v1.CoordinatorMessage.sync:type_name -> shoal.nodework.v1.WorkSync
+	12, // 4: shoal.nodework.v1.CoordinatorMessage.upsert:type_name -> shoal.nodework.v1.WorkItem
+	11, // 5: shoal.nodework.v1.CoordinatorMessage.remove:type_name -> shoal.nodework.v1.WorkRemove
+	7,  // 6: shoal.nodework.v1.CoordinatorMessage.peers:type_name -> shoal.nodework.v1.Peers
+	5,  // 7: shoal.nodework.v1.Hello.capabilities:type_name -> shoal.nodework.v1.Capabilities
+	9,  // 8: shoal.nodework.v1.Hello.held:type_name -> shoal.nodework.v1.WorkRef
+	7,  // 9: shoal.nodework.v1.Welcome.peers:type_name -> shoal.nodework.v1.Peers
+	8,  // 10: shoal.nodework.v1.Peers.peers:type_name -> shoal.nodework.v1.Peer
 	0,  // 11: shoal.nodework.v1.WorkRef.phase:type_name -> shoal.nodework.v1.Phase
-	11, // 12: shoal.nodework.v1.WorkSync.items:type_name -> shoal.nodework.v1.WorkItem
-	12, // 13: shoal.nodework.v1.WorkItem.noop:type_name -> shoal.nodework.v1.NoopSpec
-	0,  // 14: shoal.nodework.v1.WorkReport.phase:type_name -> shoal.nodework.v1.Phase
-	14, // 15: shoal.nodework.v1.WorkReport.noop:type_name -> shoal.nodework.v1.NoopStatus
-	1,  // 16: shoal.nodework.v1.NodeWork.Connect:input_type -> shoal.nodework.v1.AgentMessage
-	2,  // 17: shoal.nodework.v1.NodeWork.Connect:output_type -> shoal.nodework.v1.CoordinatorMessage
-	17, // [17:18] is the sub-list for method output_type
-	16, // [16:17] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	12, // 12: shoal.nodework.v1.WorkSync.items:type_name -> shoal.nodework.v1.WorkItem
+	13, // 13: shoal.nodework.v1.WorkItem.noop:type_name -> shoal.nodework.v1.NoopSpec
+	14, // 14: shoal.nodework.v1.WorkItem.recreate:type_name -> shoal.nodework.v1.RecreateSpec
+	15, // 15: shoal.nodework.v1.RecreateSpec.containers:type_name -> shoal.nodework.v1.RecreateContainer
+	16, // 16: shoal.nodework.v1.RecreateContainer.pre_stop:type_name -> shoal.nodework.v1.PreStopHook
+	17, // 17: shoal.nodework.v1.PreStopHook.exec:type_name -> shoal.nodework.v1.ExecAction
+	18, // 18: shoal.nodework.v1.PreStopHook.http_get:type_name -> shoal.nodework.v1.HTTPGetAction
+	20, // 19: shoal.nodework.v1.PreStopHook.sleep:type_name -> shoal.nodework.v1.SleepAction
+	19, // 20: shoal.nodework.v1.HTTPGetAction.headers:type_name -> shoal.nodework.v1.HTTPHeader
+	0,  // 21: shoal.nodework.v1.WorkReport.phase:type_name -> shoal.nodework.v1.Phase
+	22, // 22: shoal.nodework.v1.WorkReport.noop:type_name -> shoal.nodework.v1.NoopStatus
+	23, // 23: shoal.nodework.v1.WorkReport.recreate:type_name -> shoal.nodework.v1.RecreateStatus
+	24, // 24: shoal.nodework.v1.RecreateStatus.containers:type_name -> shoal.nodework.v1.RecreateContainerState
+	1,  // 25: shoal.nodework.v1.RecreateContainerState.phase:type_name -> shoal.nodework.v1.RecreatePhase
+	2,  // 26: shoal.nodework.v1.NodeWork.Connect:input_type -> shoal.nodework.v1.AgentMessage
+	3,  // 27: shoal.nodework.v1.NodeWork.Connect:output_type -> shoal.nodework.v1.CoordinatorMessage
+	27, // [27:28] is the sub-list for method output_type
+	26, // [26:27] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_v1_nodework_proto_init() }
@@ -1347,17 +2264,24 @@ func file_v1_nodework_proto_init() {
 	}
 	file_v1_nodework_proto_msgTypes[10].OneofWrappers = []any{
 		(*WorkItem_Noop)(nil),
+		(*WorkItem_Recreate)(nil),
 	}
-	file_v1_nodework_proto_msgTypes[12].OneofWrappers = []any{
+	file_v1_nodework_proto_msgTypes[14].OneofWrappers = []any{
+		(*PreStopHook_Exec)(nil),
+		(*PreStopHook_HttpGet)(nil),
+		(*PreStopHook_Sleep)(nil),
+	}
+	file_v1_nodework_proto_msgTypes[19].OneofWrappers = []any{
 		(*WorkReport_Noop)(nil),
+		(*WorkReport_Recreate)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_v1_nodework_proto_rawDesc), len(file_v1_nodework_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   14,
+			NumEnums:      2,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
