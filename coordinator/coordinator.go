@@ -18,14 +18,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc/credentials"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
@@ -34,11 +38,13 @@ import (
 	"github.com/shoal-io/shoal/coordinator/auth"
 	"github.com/shoal-io/shoal/coordinator/certs"
 	"github.com/shoal-io/shoal/coordinator/dispatch"
+	"github.com/shoal-io/shoal/coordinator/recreate"
 	"github.com/shoal-io/shoal/coordinator/statuswriter"
 	"github.com/shoal-io/shoal/coordinator/testwork"
 	"github.com/shoal-io/shoal/coordinator/webhook"
 	"github.com/shoal-io/shoal/internal/httpserve"
 	shoalclient "github.com/shoal-io/shoal/protocol/client/clientset/versioned"
+	shoalscheme "github.com/shoal-io/shoal/protocol/client/clientset/versioned/scheme"
 	shoalinformers "github.com/shoal-io/shoal/protocol/client/informers/externalversions"
 )
 
@@ -130,6 +136,24 @@ func Run(ctx context.Context, o Options) error {
 	authenticator := &auth.Authenticator{Client: client, Audience: o.AgentAudience, ServiceAccount: o.AgentServiceAccount}
 	server := dispatch.NewServer(dispatch.ServerOptions{Store: store, Auth: authenticator, IsLeader: isLeader, Name: o.PodName, Registerer: reg})
 
+	scheme := runtime.NewScheme()
+	if err := errors.Join(kubescheme.AddToScheme(scheme), shoalscheme.AddToScheme(scheme)); err != nil {
+		return fmt.Errorf("event scheme: %w", err)
+	}
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
+	defer broadcaster.Shutdown()
+	recorder := broadcaster.NewRecorder(scheme, "shoal-coordinator")
+
+	crrs, err := recreate.New(recreate.Options{
+		Client: client, Shoal: shoal,
+		Requests: shoalInformers.Apps().V1alpha1().ContainerRecreateRequests().Informer(), Pods: podInformer,
+		Store: store, Writer: writer, IsLeader: isLeader, Recorder: recorder, Registerer: reg,
+	})
+	if err != nil {
+		return err
+	}
+	synced = append(synced, crrs.HasSynced)
+
 	var nsInformers kubeinformers.SharedInformerFactory
 	if o.EnableTestWork {
 		nsInformers = kubeinformers.NewSharedInformerFactoryWithOptions(client, 0, kubeinformers.WithNamespace(o.Namespace),
@@ -147,6 +171,15 @@ func Run(ctx context.Context, o Options) error {
 
 	hooks := webhook.NewServer(serving.GetCertificate, reg)
 	hooks.Handle(webhook.SelectorsPath, webhook.ValidateSelectors)
+	// Admission reads the pod live: a container that has just started may
+	// not have its ID in the informer's copy yet.
+	crrAdmission := webhook.NewCRRAdmission(webhook.PodGetterFunc(func(namespace, name string) (*corev1.Pod, error) {
+		ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		return client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+	}))
+	hooks.Handle(webhook.CRRMutatePath, crrAdmission.Mutate)
+	hooks.Handle(webhook.CRRValidatePath, crrAdmission.Validate)
 
 	var informersSynced atomic.Bool
 	ready := func() error {
@@ -169,6 +202,10 @@ func Run(ctx context.Context, o Options) error {
 	g.Go(func() error { return httpserve.ListenAndServe(ctx, o.MetricsAddr, mux) })
 	g.Go(func() error { return certManager.Run(ctx) })
 	g.Go(func() error { return writer.Run(ctx) })
+	g.Go(func() error { return crrs.Run(ctx) })
+	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
+		return fmt.Errorf("start recording events: %w", err)
+	}
 	kubeInformers.Start(ctx.Done())
 	shoalInformers.Start(ctx.Done())
 	if nsInformers != nil {
@@ -217,6 +254,7 @@ func Run(ctx context.Context, o Options) error {
 				log.Error(err, "Sync CA as the new leader")
 			}
 			labelLeader(ctx, client, o, true)
+			crrs.Resync()
 		}, func() {
 			// Step down without restarting: informers and the work store
 			// stay warm, agents go to whoever leads now, and this replica

@@ -82,6 +82,8 @@ func TestRBAC(t *testing.T) {
 		{"coordinator can update its leader lease", coordinator, attrs{Namespace: shoalSystemNamespace, Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Name: "shoal-coordinator"}, true},
 		{"coordinator cannot update leases in kube-system", coordinator, attrs{Namespace: "kube-system", Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Name: "kube-scheduler"}, false},
 		{"coordinator can update containerrecreaterequests/status", coordinator, attrs{Namespace: "default", Verb: "update", Group: "apps.kruise.io", Resource: "containerrecreaterequests", Subresource: "status", Name: "any"}, true},
+		{"coordinator can delete containerrecreaterequests", coordinator, attrs{Namespace: "default", Verb: "delete", Group: "apps.kruise.io", Resource: "containerrecreaterequests", Name: "any"}, true},
+		{"coordinator cannot delete clonesets", coordinator, attrs{Namespace: "default", Verb: "delete", Group: "apps.kruise.io", Resource: "clonesets", Name: "any"}, false},
 		{"coordinator can watch clonesets", coordinator, attrs{Namespace: allNS, Verb: "watch", Group: "apps.kruise.io", Resource: "clonesets"}, true},
 		{"coordinator can patch podunavailablebudgets/status", coordinator, attrs{Namespace: "default", Verb: "patch", Group: "policy.kruise.io", Resource: "podunavailablebudgets", Subresource: "status", Name: "any"}, true},
 		{"coordinator can update webhook shoal-validating", coordinator, attrs{Verb: "update", Group: "admissionregistration.k8s.io", Resource: "validatingwebhookconfigurations", Name: "shoal-validating"}, true},
