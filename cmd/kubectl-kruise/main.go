@@ -4,6 +4,8 @@
 //	kubectl kruise version   the plugin's version and, when the kubeconfig
 //	                         reaches a cluster, the server's version and
 //	                         which Kruise API groups it serves
+//	kubectl kruise create crr POD --containers a,b [--ordered ...] [--wait 2m]
+//	                         recreate containers of a pod in place
 //	kubectl kruise --help    the commands
 //
 // Exit status: 0 on success, 1 when a command fails, 2 on a usage error

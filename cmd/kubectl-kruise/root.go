@@ -49,7 +49,7 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 	pf.StringVar(&g.context, "context", "", "the kubeconfig context to use")
 	pf.DurationVar(&g.requestTimeout, "request-timeout", 10*time.Second, "how long to wait for the server")
 
-	root.AddCommand(newVersionCommand(&g))
+	root.AddCommand(newVersionCommand(&g), newCreateCommand(&g))
 	return root
 }
 

@@ -21,19 +21,35 @@ var kruiseGroups = []string{"apps.kruise.io", "policy.kruise.io"}
 // --kubeconfig flag, else $KUBECONFIG, else ~/.kube/config) and --context
 // name, for requests by absolute path.
 func newRESTClient(g *globalOptions) (rest.Interface, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = g.kubeconfig
-	overrides := &clientcmd.ConfigOverrides{CurrentContext: g.context}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig()
+	cfg, _, err := loadConfig(g)
 	if err != nil {
-		return nil, fmt.Errorf("load kubeconfig: %w", err)
+		return nil, err
 	}
-	cfg.UserAgent = "kubectl-kruise/" + version
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("client for %s: %w", cfg.Host, err)
 	}
 	return dc.RESTClient(), nil
+}
+
+// loadConfig reads the kubeconfig (the --kubeconfig flag, else $KUBECONFIG,
+// else ~/.kube/config) with the --context override, and returns the client
+// config and the context's namespace ("default" when it names none).
+func loadConfig(g *globalOptions) (*rest.Config, string, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = g.kubeconfig
+	overrides := &clientcmd.ConfigOverrides{CurrentContext: g.context}
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides)
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		return nil, "", fmt.Errorf("load kubeconfig: %w", err)
+	}
+	ns, _, err := cc.Namespace()
+	if err != nil {
+		return nil, "", fmt.Errorf("load kubeconfig: %w", err)
+	}
+	cfg.UserAgent = "kubectl-kruise/" + version
+	return cfg, ns, nil
 }
 
 // newVersionCommand returns `kubectl kruise version`.
