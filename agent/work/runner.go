@@ -30,8 +30,9 @@ type Handler interface {
 	// Run drives t.Item to completion: nil means succeeded, an error means
 	// failed (its text becomes the report's message). When ctx ends (the item
 	// was removed, replaced by a new spec, or the agent is stopping) Run must
-	// return promptly; what it saved with t.SaveProgress is what a later Run
-	// resumes from.
+	// return promptly; what it saved with t.Update is what a later Run
+	// resumes from. Progress also carries over to a new spec of the same
+	// kind (a new generation), so Run must check that it still applies.
 	Run(ctx context.Context, t *Task) error
 }
 
@@ -218,10 +219,16 @@ func (r *Runner) Upsert(item *nodeworkv1.WorkItem) {
 		r.mu.Unlock()
 		return
 	}
+	var carried json.RawMessage
 	if old != nil {
-		r.stop(old)
+		r.stop(old) // returns once its Run did: its progress is final
+		if old.item.GetKind() == item.GetKind() {
+			r.mu.Lock()
+			carried = old.progress
+			r.mu.Unlock()
+		}
 	}
-	e := &entry{item: item, report: &nodeworkv1.WorkReport{
+	e := &entry{item: item, progress: carried, report: &nodeworkv1.WorkReport{
 		Id: id, ObservedGeneration: item.GetGeneration(), Kind: item.GetKind(),
 		Phase: nodeworkv1.Phase_PHASE_PENDING, UpdatedUnixNanos: r.now().UnixNano(),
 	}}

@@ -2,6 +2,7 @@ package work
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -96,4 +97,33 @@ func TestSameSpecNewGenerationDoesNotRestart(t *testing.T) {
 	require.EqualValues(t, 7, rep.GetObservedGeneration())
 	require.Equal(t, nodeworkv1.Phase_PHASE_SUCCEEDED, rep.GetPhase())
 	require.EqualValues(t, 1, rep.GetNoop().GetStarts())
+}
+
+// A new spec of the same kind restarts the item with the progress it had
+// saved; the noop item counts the restart as one more start, not a fresh
+// first one.
+func TestNewSpecOfSameKindKeepsProgress(t *testing.T) {
+	r := start(t, t.TempDir(), map[string]Handler{nodework.KindNoop: Noop{}})
+	r.Upsert(noopItem("n", 3))
+	rep := waitPhase(t, r, "n", nodeworkv1.Phase_PHASE_SUCCEEDED)
+	require.EqualValues(t, 1, rep.GetNoop().GetStarts())
+
+	more := noopItem("n", 5)
+	more.Generation = 2
+	r.Upsert(more)
+	rep = waitPhase(t, r, "n", nodeworkv1.Phase_PHASE_SUCCEEDED)
+	require.EqualValues(t, 2, rep.GetObservedGeneration())
+	require.EqualValues(t, 5, rep.GetNoop().GetStepsDone())
+	require.EqualValues(t, 2, rep.GetNoop().GetStarts(), "resumed with the saved progress")
+
+	// Another kind under the same id starts from nothing.
+	r.handlers[nodework.KindRecreate] = HandlerFunc(func(_ context.Context, t *Task) error {
+		var p noopProgress
+		if ok, err := t.LoadProgress(&p); err != nil || ok {
+			return fmt.Errorf("progress of another kind carried over (found %v, err %v)", ok, err)
+		}
+		return nil
+	})
+	r.Upsert(&nodeworkv1.WorkItem{Id: "n", Generation: 3, Kind: nodework.KindRecreate, Spec: &nodeworkv1.WorkItem_Recreate{Recreate: &nodeworkv1.RecreateSpec{PodUid: "u"}}})
+	waitPhase(t, r, "n", nodeworkv1.Phase_PHASE_SUCCEEDED)
 }
