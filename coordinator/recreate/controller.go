@@ -360,7 +360,7 @@ func (c *Controller) writeStatus(key string, status v1alpha1.ContainerRecreateRe
 			return err
 		}
 		cp := obj.(*v1alpha1.ContainerRecreateRequest).DeepCopy()
-		if completed(cp) {
+		if completed(cp) && status.Phase != v1alpha1.ContainerRecreateRequestCompleted {
 			return nil // never reopen a completed request
 		}
 		cp.Status = status
@@ -507,8 +507,18 @@ func slicesWithout(in []string, s string) []string {
 
 // setUnreadyHolders rewrites the pod's KruisePodReady condition from its
 // holders: False with the holders as message while any holds it, True
-// otherwise. It writes only when something changes.
-func (c *Controller) setUnreadyHolders(ctx context.Context, pod *corev1.Pod, edit func([]unreadyKey) []unreadyKey) error {
+// otherwise. It reads the pod live (the informer's copy may not show the
+// last change yet) and writes only when something changes.
+func (c *Controller) setUnreadyHolders(ctx context.Context, cached *corev1.Pod, edit func([]unreadyKey) []unreadyKey) error {
+	pod, err := c.o.Client.CoreV1().Pods(cached.Namespace).Get(ctx, cached.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("get pod %s/%s: %w", cached.Namespace, cached.Name, err)
+	case pod.UID != cached.UID:
+		return nil
+	}
 	var keys []unreadyKey
 	var cur *corev1.PodCondition
 	for i := range pod.Status.Conditions {

@@ -12,8 +12,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	kubeinformers "k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
@@ -42,6 +44,22 @@ func start(t *testing.T, leader bool, pod *corev1.Pod, crrs ...*v1alpha1.Contain
 	t.Helper()
 	h := &harness{kube: kubefake.NewClientset(pod), store: dispatch.NewStore(), recorder: events.NewFakeRecorder(100), leader: leader}
 	h.shoal = shoalfake.NewSimpleClientset()
+	// Like the apiserver, an update of the status subresource changes the
+	// status only (the fake would replace the whole object).
+	h.shoal.PrependReactor("update", "containerrecreaterequests", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		u, ok := a.(clienttesting.UpdateAction)
+		if !ok || u.GetSubresource() != "status" {
+			return false, nil, nil
+		}
+		in := u.GetObject().(*v1alpha1.ContainerRecreateRequest)
+		cur, err := h.shoal.Tracker().Get(a.GetResource(), a.GetNamespace(), in.Name)
+		if err != nil {
+			return true, nil, err
+		}
+		out := cur.(*v1alpha1.ContainerRecreateRequest).DeepCopy()
+		out.Status = in.Status
+		return true, out, h.shoal.Tracker().Update(a.GetResource(), out, a.GetNamespace())
+	})
 	for _, c := range crrs {
 		_, err := h.shoal.AppsV1alpha1().ContainerRecreateRequests(c.Namespace).Create(context.Background(), c, metav1.CreateOptions{})
 		require.NoError(t, err)

@@ -82,7 +82,24 @@ func completed(crr *v1alpha1.ContainerRecreateRequest) bool {
 func decide(in input) plan {
 	crr := in.crr
 	p := plan{status: *crr.Status.DeepCopy()}
+	pod := in.pod
+	podLive := pod != nil && pod.DeletionTimestamp == nil && string(pod.UID) == crr.Labels[wellknown.LabelCRRPodUID]
+	// finishOnly keeps a request that ran out of time on its node until a
+	// stop already under way is done (the node then reports a final
+	// phase), and keeps its states current, as OpenKruise's daemon does.
+	finishOnly := func() {
+		if !podLive || terminal(in.report) {
+			p.spec = nil
+			return
+		}
+		p.node, p.spec = pod.Spec.NodeName, specFor(crr, pod)
+		p.spec.FinishOnly = true
+	}
 	if completed(crr) {
+		if crr.Status.Message == msgDeadline {
+			p.status = applyReport(p.status, crr, in.report)
+			finishOnly()
+		}
 		return p
 	}
 	complete := func(msg string) plan {
@@ -94,8 +111,7 @@ func decide(in input) plan {
 		return p
 	}
 
-	pod := in.pod
-	if pod == nil || pod.DeletionTimestamp != nil || string(pod.UID) != crr.Labels[wellknown.LabelCRRPodUID] {
+	if !podLive {
 		return complete(msgPodGone)
 	}
 	if d := crr.Spec.ActiveDeadlineSeconds; d != nil {
@@ -104,7 +120,9 @@ func decide(in input) plan {
 			// The node's states stay as last reported: a container already
 			// stopped still comes back, the request just stops waiting.
 			p.status = applyReport(p.status, crr, in.report)
-			return complete(msgDeadline)
+			p = complete(msgDeadline)
+			finishOnly()
+			return p
 		}
 		p.requeueAfter = left
 	}
@@ -165,6 +183,16 @@ func decide(in input) plan {
 	p.status.Phase = v1alpha1.ContainerRecreateRequestRecreating
 	p.status.Message = in.report.GetMessage()
 	return p
+}
+
+// terminal reports whether r is a final report (the node is done with the
+// item).
+func terminal(r *nodeworkv1.WorkReport) bool {
+	switch r.GetPhase() {
+	case nodeworkv1.Phase_PHASE_SUCCEEDED, nodeworkv1.Phase_PHASE_FAILED, nodeworkv1.Phase_PHASE_UNSUPPORTED:
+		return true
+	}
+	return false
 }
 
 // queueHead is the oldest request of the queue (creation time, then name).

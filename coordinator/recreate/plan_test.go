@@ -90,6 +90,11 @@ func TestDecide(t *testing.T) {
 		{"deadline passed keeps the node's states", func(in *input) {
 			in.crr.Spec.ActiveDeadlineSeconds = ptr.To[int64](3)
 			in.report = report(nodeworkv1.Phase_PHASE_RUNNING, state("app", nodeworkv1.RecreatePhase_RECREATE_PHASE_RECREATING, true))
+		}, want{phase: "Completed", message: msgDeadline, dispatch: true, states: []v1alpha1.ContainerRecreateRequestContainerRecreateState{
+			{Name: "app", Phase: "Recreating", IsKilled: true}, {Name: "sidecar", Phase: "Pending"}}}},
+		{"deadline passed and the node is done", func(in *input) {
+			in.crr.Spec.ActiveDeadlineSeconds = ptr.To[int64](3)
+			in.report = report(nodeworkv1.Phase_PHASE_SUCCEEDED, state("app", nodeworkv1.RecreatePhase_RECREATE_PHASE_RECREATING, true))
 		}, want{phase: "Completed", message: msgDeadline, states: []v1alpha1.ContainerRecreateRequestContainerRecreateState{
 			{Name: "app", Phase: "Recreating", IsKilled: true}, {Name: "sidecar", Phase: "Pending"}}}},
 		{"younger request waits for the head", func(in *input) {
@@ -179,6 +184,31 @@ func TestDecideLeavesCompletedAlone(t *testing.T) {
 	p := decide(input{crr: crr, pod: nil, now: t0})
 	require.Equal(t, crr.Status, p.status)
 	require.Nil(t, p.spec)
+}
+
+// A request completed by its deadline stays on its node (finish only)
+// until the node is done, and its states keep following the node.
+func TestDecideAfterDeadline(t *testing.T) {
+	crr := testCRR("crr", t0.Add(-time.Minute))
+	crr.Spec.ActiveDeadlineSeconds = ptr.To[int64](3)
+	crr.Status = v1alpha1.ContainerRecreateRequestStatus{Phase: v1alpha1.ContainerRecreateRequestCompleted, Message: msgDeadline,
+		CompletionTime: ptr.To(metav1.NewTime(t0.Add(-50 * time.Second)))}
+	in := input{crr: crr, pod: testPod(), now: t0}
+
+	p := decide(in)
+	require.NotNil(t, p.spec, "no report yet: still on the node")
+	require.True(t, p.spec.GetFinishOnly())
+	require.Equal(t, crr.Status.CompletionTime, p.status.CompletionTime, "completion time kept")
+
+	in.report = report(nodeworkv1.Phase_PHASE_SUCCEEDED, state("app", nodeworkv1.RecreatePhase_RECREATE_PHASE_RECREATING, true))
+	p = decide(in)
+	require.Nil(t, p.spec, "the node is done")
+	require.Equal(t, v1alpha1.ContainerRecreateRequestCompleted, p.status.Phase)
+	require.Equal(t, []v1alpha1.ContainerRecreateRequestContainerRecreateState{
+		{Name: "app", Phase: "Recreating", IsKilled: true}, {Name: "sidecar", Phase: "Pending"}}, p.status.ContainerRecreateStates)
+
+	in.report, in.pod = nil, nil
+	require.Nil(t, decide(in).spec, "pod gone: nothing left to finish")
 }
 
 func TestSpecFor(t *testing.T) {

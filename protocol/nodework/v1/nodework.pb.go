@@ -1116,8 +1116,12 @@ type RecreateSpec struct {
 	// "<runtime>://<id>". A container with a readiness probe is back only
 	// once its new instance is listed here; one without is back when running.
 	ReadyContainerIds []string `protobuf:"bytes,11,rep,name=ready_container_ids,json=readyContainerIds,proto3" json:"ready_container_ids,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// finish_only means the request is over (its activeDeadlineSeconds
+	// passed): finish a stop already under way, start no other, report the
+	// states and end.
+	FinishOnly    bool `protobuf:"varint,12,opt,name=finish_only,json=finishOnly,proto3" json:"finish_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RecreateSpec) Reset() {
@@ -1225,6 +1229,13 @@ func (x *RecreateSpec) GetReadyContainerIds() []string {
 		return x.ReadyContainerIds
 	}
 	return nil
+}
+
+func (x *RecreateSpec) GetFinishOnly() bool {
+	if x != nil {
+		return x.FinishOnly
+	}
+	return false
 }
 
 // RecreateContainer is one container of a RecreateSpec.
@@ -2079,7 +2090,7 @@ const file_v1_nodework_proto_rawDesc = "" +
 	"\bNoopSpec\x12\x14\n" +
 	"\x05steps\x18\x01 \x01(\rR\x05steps\x12\x1f\n" +
 	"\vstep_millis\x18\x02 \x01(\rR\n" +
-	"stepMillis\"\xb9\x03\n" +
+	"stepMillis\"\xda\x03\n" +
 	"\fRecreateSpec\x12#\n" +
 	"\rpod_namespace\x18\x01 \x01(\tR\fpodNamespace\x12\x19\n" +
 	"\bpod_name\x18\x02 \x01(\tR\apodName\x12\x17\n" +
@@ -2094,7 +2105,9 @@ const file_v1_nodework_proto_rawDesc = "" +
 	"\x19termination_grace_seconds\x18\t \x01(\x03R\x17terminationGraceSeconds\x12.\n" +
 	"\x13min_started_seconds\x18\n" +
 	" \x01(\x05R\x11minStartedSeconds\x12.\n" +
-	"\x13ready_container_ids\x18\v \x03(\tR\x11readyContainerIds\"\xda\x01\n" +
+	"\x13ready_container_ids\x18\v \x03(\tR\x11readyContainerIds\x12\x1f\n" +
+	"\vfinish_only\x18\f \x01(\bR\n" +
+	"finishOnly\"\xda\x01\n" +
 	"\x11RecreateContainer\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
 	"\fcontainer_id\x18\x02 \x01(\tR\vcontainerId\x12#\n" +
