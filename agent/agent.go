@@ -69,7 +69,11 @@ func Run(ctx context.Context, o Options) error {
 	}
 	defer func() { _ = store.Close() }()
 
-	runner := work.New(store, map[string]work.Handler{nodework.KindNoop: work.Noop{}}, log)
+	rt := &runtimeConn{hostRoot: o.HostRoot, explicit: o.RuntimeEndpoint}
+	runner := work.New(store, map[string]work.Handler{
+		nodework.KindNoop:     work.Noop{},
+		nodework.KindRecreate: work.NewRecreate(rt.get),
+	}, log)
 	reg.MustRegister(runner)
 
 	key, err := mesh.LoadKey(o.MeshKeyFile)
@@ -88,8 +92,6 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("mesh: %w", err)
 	}
-
-	rt := &runtimeConn{hostRoot: o.HostRoot, explicit: o.RuntimeEndpoint}
 
 	l := link.New(link.Config{
 		Address:    o.Coordinator,

@@ -389,31 +389,20 @@ func addSandboxStatus(ctx context.Context, rs internalapi.RuntimeService, pod *P
 // addContainers picks the latest attempt of each container name of the
 // pod's UID, decodes kubelet's annotations and adds ContainerStatus details.
 func addContainers(ctx context.Context, rs internalapi.RuntimeService, pod *Pod, cs []*runtimeapi.Container, bySandboxID map[string]sandboxIdentity) error {
-	byName := make(map[string][]*runtimeapi.Container)
+	own := make([]*runtimeapi.Container, 0, len(cs))
 	for _, c := range cs {
 		if uid := containerUID(c, bySandboxID); pod.UID != "" && uid != "" && uid != pod.UID {
 			pod.StaleContainers++
 			continue
 		}
-		name := firstNonEmpty(c.GetMetadata().GetName(), c.GetLabels()[LabelContainerName])
-		if name == "" {
-			pod.Warnings = append(pod.Warnings, fmt.Sprintf("container %s has no name in its metadata or labels; ignored", c.GetId()))
-			continue
-		}
-		byName[name] = append(byName[name], c)
+		own = append(own, c)
 	}
-	for name, group := range byName {
-		newest := slices.MaxFunc(group, compareContainers)
-		c := containerFromCRI(name, newest)
-		c.OlderAttempts = len(group) - 1
-		if c.State == ContainerRunning || c.State == ContainerExited {
-			if err := addContainerStatus(ctx, rs, &c); err != nil {
-				return err
-			}
-		}
-		pod.Containers = append(pod.Containers, c)
+	latest, warnings, err := latestAttempts(ctx, rs, own)
+	if err != nil {
+		return err
 	}
-	slices.SortFunc(pod.Containers, func(a, b Container) int { return cmp.Compare(a.Name, b.Name) })
+	pod.Containers = append(pod.Containers, latest...)
+	pod.Warnings = append(pod.Warnings, warnings...)
 	for _, c := range pod.Containers {
 		if c.TerminationGracePeriodSeconds != nil {
 			v := *c.TerminationGracePeriodSeconds
@@ -422,6 +411,37 @@ func addContainers(ctx context.Context, rs internalapi.RuntimeService, pod *Pod,
 		}
 	}
 	return nil
+}
+
+// latestAttempts groups the containers of one pod by name and returns the
+// latest attempt of each, sorted by name, with kubelet's annotations decoded
+// and ContainerStatus details added to running and exited ones. Containers
+// without a name become warnings; only ctx ending is an error.
+func latestAttempts(ctx context.Context, rs internalapi.RuntimeService, cs []*runtimeapi.Container) ([]Container, []string, error) {
+	var warnings []string
+	byName := make(map[string][]*runtimeapi.Container)
+	for _, c := range cs {
+		name := firstNonEmpty(c.GetMetadata().GetName(), c.GetLabels()[LabelContainerName])
+		if name == "" {
+			warnings = append(warnings, fmt.Sprintf("container %s has no name in its metadata or labels; ignored", c.GetId()))
+			continue
+		}
+		byName[name] = append(byName[name], c)
+	}
+	out := make([]Container, 0, len(byName))
+	for name, group := range byName {
+		newest := slices.MaxFunc(group, compareContainers)
+		c := containerFromCRI(name, newest)
+		c.OlderAttempts = len(group) - 1
+		if c.State == ContainerRunning || c.State == ContainerExited {
+			if err := addContainerStatus(ctx, rs, &c); err != nil {
+				return nil, nil, err
+			}
+		}
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b Container) int { return cmp.Compare(a.Name, b.Name) })
+	return out, warnings, nil
 }
 
 // compareContainers orders attempts of one container: by attempt, then

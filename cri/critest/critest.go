@@ -8,11 +8,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
+	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	apitest "k8s.io/cri-api/pkg/apis/testing"
 
@@ -25,27 +29,244 @@ var DefaultCreatedAt = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // Fake is a cri.Runtime backed by the cri-api fakes.
 type Fake struct {
-	// Runtime wraps RuntimeService and ImageService.
+	// Runtime wraps RuntimeService and ImageService. Built by NewHooked,
+	// it also records StopContainer and ExecSync calls (Calls) and runs the
+	// hooks set with OnExec and OnStop.
 	Runtime *cri.Runtime
 	// RuntimeService is the fake runtime service; tests may inject errors
 	// and inspect calls through it.
 	RuntimeService *apitest.FakeRuntimeService
 	// ImageService is the fake image service.
 	ImageService *apitest.FakeImageService
+
+	mu        sync.Mutex
+	calls     []Call
+	exec      ExecFunc
+	afterStop func(id string)
 }
 
+// Call is a StopContainer or ExecSync call received through the Runtime of
+// a Fake built by NewHooked.
+type Call struct {
+	// Method is "StopContainer" or "ExecSync".
+	Method string
+	// ContainerID is the CRI container id the call was about.
+	ContainerID string
+	// Timeout is the timeout as the call passed it (StopContainer's whole
+	// seconds as a duration).
+	Timeout time.Duration
+	// Cmd is the command of an ExecSync call.
+	Cmd []string
+}
+
+// ExecFunc answers an ExecSync call in place of the fake runtime service.
+// To report a non-zero exit code, return a k8s.io/utils/exec.CodeExitError,
+// as the CRI client does.
+type ExecFunc func(ctx context.Context, id string, cmd []string, timeout time.Duration) (stdout, stderr []byte, err error)
+
 // New returns a Fake whose runtime reports the fake's name and version
-// (apitest.FakeRuntimeName, apitest.FakeVersion). It fails tb if the
+// (apitest.FakeRuntimeName, apitest.FakeVersion) and whose
+// Runtime.RuntimeService() is RuntimeService itself. It fails tb if the
 // Runtime cannot be built.
 func New(tb testing.TB) *Fake {
 	tb.Helper()
-	rs := apitest.NewFakeRuntimeService()
-	is := apitest.NewFakeImageService()
+	f := &Fake{RuntimeService: apitest.NewFakeRuntimeService(), ImageService: apitest.NewFakeImageService()}
+	f.Runtime = newRuntime(tb, f.RuntimeService, f.ImageService)
+	return f
+}
+
+// NewHooked returns a Fake like New, except that its Runtime goes through
+// a wrapper of RuntimeService that records StopContainer and ExecSync calls
+// (Calls, StopCalls, ExecCalls) and runs the hooks set with OnExec and
+// OnStop.
+func NewHooked(tb testing.TB) *Fake {
+	tb.Helper()
+	f := &Fake{RuntimeService: apitest.NewFakeRuntimeService(), ImageService: apitest.NewFakeImageService()}
+	f.Runtime = newRuntime(tb, &hookedRuntime{FakeRuntimeService: f.RuntimeService, f: f}, f.ImageService)
+	return f
+}
+
+func newRuntime(tb testing.TB, rs internalapi.RuntimeService, is *apitest.FakeImageService) *cri.Runtime {
+	tb.Helper()
 	rt, err := cri.NewRuntime(context.Background(), cri.Endpoint{Name: cri.RuntimeUnknown, Address: "unix:///fake/cri.sock"}, rs, is)
 	if err != nil {
 		tb.Fatalf("critest: build runtime over fakes: %v", err)
 	}
-	return &Fake{Runtime: rt, RuntimeService: rs, ImageService: is}
+	return rt
+}
+
+// hookedRuntime is the fake runtime service with StopContainer and
+// ExecSync recorded and hookable.
+type hookedRuntime struct {
+	*apitest.FakeRuntimeService
+	f *Fake
+}
+
+// StopContainer records the call, stops the container in the fake and then
+// runs the OnStop hook.
+func (h *hookedRuntime) StopContainer(ctx context.Context, id string, timeout int64) error {
+	h.f.record(Call{Method: "StopContainer", ContainerID: id, Timeout: time.Duration(timeout) * time.Second})
+	if err := h.FakeRuntimeService.StopContainer(ctx, id, timeout); err != nil {
+		return err
+	}
+	h.f.mu.Lock()
+	after := h.f.afterStop
+	h.f.mu.Unlock()
+	if after != nil {
+		after(id)
+	}
+	return nil
+}
+
+// ExecSync records the call and answers it with the OnExec hook, or else
+// with the fake runtime service (empty output, or an injected error).
+func (h *hookedRuntime) ExecSync(ctx context.Context, id string, cmd []string, timeout time.Duration) ([]byte, []byte, error) {
+	h.f.record(Call{Method: "ExecSync", ContainerID: id, Timeout: timeout, Cmd: slices.Clone(cmd)})
+	h.f.mu.Lock()
+	exec := h.f.exec
+	h.f.mu.Unlock()
+	if exec != nil {
+		return exec(ctx, id, cmd, timeout)
+	}
+	return h.FakeRuntimeService.ExecSync(ctx, id, cmd, timeout)
+}
+
+func (f *Fake) record(c Call) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, c)
+}
+
+// Calls returns the StopContainer and ExecSync calls received so far, in
+// order.
+func (f *Fake) Calls() []Call {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.calls)
+}
+
+// StopCalls returns the StopContainer calls received so far, in order.
+func (f *Fake) StopCalls() []Call { return f.callsOf("StopContainer") }
+
+// ExecCalls returns the ExecSync calls received so far, in order.
+func (f *Fake) ExecCalls() []Call { return f.callsOf("ExecSync") }
+
+func (f *Fake) callsOf(method string) []Call {
+	var out []Call
+	for _, c := range f.Calls() {
+		if c.Method == method {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// CallCount counts the calls of a CRI method (e.g. "ListContainers") the
+// fake runtime service received; tests use it to wait for a number of
+// polls.
+func (f *Fake) CallCount(method string) int {
+	n := 0
+	for _, c := range f.RuntimeService.GetCalls() {
+		if c == method {
+			n++
+		}
+	}
+	return n
+}
+
+// OnExec makes fn answer every later ExecSync call (nil restores the
+// default). Only a Fake built by NewHooked runs it.
+func (f *Fake) OnExec(fn ExecFunc) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.exec = fn
+}
+
+// OnStop makes fn run after every later successful StopContainer call, with
+// the stopped container's id (nil removes it). Only a Fake built by
+// NewHooked runs it.
+func (f *Fake) OnStop(fn func(id string)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.afterStop = fn
+}
+
+// RestartOnStop plays the kubelet restarting a container as soon as it is
+// stopped: every later successful StopContainer is followed by Restart(id,
+// CONTAINER_RUNNING).
+func (f *Fake) RestartOnStop() {
+	f.OnStop(func(id string) { f.Restart(id, runtimeapi.ContainerState_CONTAINER_RUNNING) })
+}
+
+// Restart plays the kubelet replacing container id with its next attempt:
+// the old container is marked exited (if it is not already) and a copy with
+// attempt and restart count one higher is added in the given state (created
+// now, and started now if running). It returns the new container's id, and
+// panics if id is not in the fake.
+func (f *Fake) Restart(id string, state runtimeapi.ContainerState) string {
+	now := time.Now()
+	f.RuntimeService.Lock()
+	defer f.RuntimeService.Unlock()
+	old, ok := f.RuntimeService.Containers[id]
+	if !ok {
+		panic(fmt.Sprintf("critest: restart unknown container %q", id))
+	}
+	if old.State != runtimeapi.ContainerState_CONTAINER_EXITED {
+		old.State = runtimeapi.ContainerState_CONTAINER_EXITED
+		old.FinishedAt = now.UnixNano()
+	}
+	name := old.GetMetadata().GetName()
+	attempt := old.GetMetadata().GetAttempt() + 1
+	newID := fmt.Sprintf("c-%s-%s-%d", old.SandboxID, name, attempt)
+	for n := 2; f.RuntimeService.Containers[newID] != nil; n++ {
+		newID = fmt.Sprintf("c-%s-%s-%d-%d", old.SandboxID, name, attempt, n)
+	}
+	annotations := maps.Clone(old.GetAnnotations())
+	annotations[cri.AnnotationContainerRestartCount] = strconv.FormatUint(uint64(attempt), 10)
+	var startedAt int64
+	if state == runtimeapi.ContainerState_CONTAINER_RUNNING {
+		startedAt = now.UnixNano()
+	}
+	f.RuntimeService.Containers[newID] = &apitest.FakeContainer{
+		ContainerStatus: runtimeapi.ContainerStatus{
+			Id:          newID,
+			Metadata:    &runtimeapi.ContainerMetadata{Name: name, Attempt: attempt},
+			State:       state,
+			CreatedAt:   now.UnixNano(),
+			StartedAt:   startedAt,
+			Image:       proto.Clone(old.GetImage()).(*runtimeapi.ImageSpec),
+			ImageRef:    old.GetImageRef(),
+			ImageId:     old.GetImageId(),
+			Labels:      maps.Clone(old.GetLabels()),
+			Annotations: annotations,
+		},
+		SandboxID: old.SandboxID,
+	}
+	return newID
+}
+
+// SetState sets the state of container id in the fake (a start time when
+// it becomes running, a finish time when it exits), and panics if id is
+// not in the fake.
+func (f *Fake) SetState(id string, state runtimeapi.ContainerState) {
+	now := time.Now().UnixNano()
+	f.RuntimeService.Lock()
+	defer f.RuntimeService.Unlock()
+	c, ok := f.RuntimeService.Containers[id]
+	if !ok {
+		panic(fmt.Sprintf("critest: set state of unknown container %q", id))
+	}
+	c.State = state
+	switch state {
+	case runtimeapi.ContainerState_CONTAINER_RUNNING:
+		if c.StartedAt == 0 {
+			c.StartedAt = now
+		}
+	case runtimeapi.ContainerState_CONTAINER_EXITED:
+		if c.FinishedAt == 0 {
+			c.FinishedAt = now
+		}
+	}
 }
 
 // Sandbox describes a pod sandbox as kubelet would create it.
