@@ -81,6 +81,11 @@ type Controller struct {
 	mu         sync.Mutex
 	nodes      map[string]string    // work item id -> node holding it
 	dispatched map[string]time.Time // item id -> when this leader first put it
+	// finished holds the Completed statuses this leader decided and that
+	// the informer does not show yet: until it does, the request counts as
+	// completed (its work and report are gone from the store, and deciding
+	// again from the stale copy would dispatch it once more).
+	finished map[string]v1alpha1.ContainerRecreateRequestStatus
 
 	completedTotal *prometheus.CounterVec
 	duration       prometheus.Histogram
@@ -102,6 +107,7 @@ func New(o Options) (*Controller, error) {
 		pods:       o.Pods.GetIndexer(),
 		nodes:      map[string]string{},
 		dispatched: map[string]time.Time{},
+		finished:   map[string]v1alpha1.ContainerRecreateRequestStatus{},
 		completedTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shoal_coordinator_crr_completed_total",
 			Help: "ContainerRecreateRequests completed, by result (succeeded, failed, deadline, pod_gone, no_response).",
@@ -159,6 +165,7 @@ func (c *Controller) HasSynced() bool { return c.requestsReg.HasSynced() && c.po
 func (c *Controller) Resync() {
 	c.mu.Lock()
 	clear(c.dispatched)
+	clear(c.finished)
 	c.mu.Unlock()
 	for _, key := range c.requests.ListKeys() {
 		c.queue.Add(key)
@@ -266,9 +273,22 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	}
 	if !exists {
 		c.drop(id)
+		c.mu.Lock()
+		delete(c.finished, id)
+		c.mu.Unlock()
 		return 0, nil
 	}
 	crr := obj.(*v1alpha1.ContainerRecreateRequest)
+	c.mu.Lock()
+	if st, ok := c.finished[id]; ok {
+		if completed(crr) {
+			delete(c.finished, id)
+		} else {
+			crr = crr.DeepCopy()
+			crr.Status = st
+		}
+	}
+	c.mu.Unlock()
 	now := c.clock.Now()
 	in := input{crr: crr, now: now}
 	if p, ok, _ := c.pods.GetByKey(ns + "/" + crr.Spec.PodName); ok {
@@ -312,6 +332,11 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	if !apiequality.Semantic.DeepEqual(crr.Status, p.status) {
 		c.writeStatus(key, p.status)
 		c.recordTransition(crr, in.pod, p.status)
+	}
+	if p.status.Phase == v1alpha1.ContainerRecreateRequestCompleted && !completed(obj.(*v1alpha1.ContainerRecreateRequest)) {
+		c.mu.Lock()
+		c.finished[id] = p.status
+		c.mu.Unlock()
 	}
 	switch {
 	case p.holdUnready:
@@ -546,18 +571,26 @@ func (c *Controller) setUnreadyHolders(ctx context.Context, cached *corev1.Pod, 
 	if cur == nil && want.Status == corev1.ConditionTrue {
 		return nil // never held: nothing to restore
 	}
-	want.LastTransitionTime = metav1.NewTime(c.clock.Now())
+	// A map, not a PodCondition: an empty message must be sent to clear
+	// the holders (PodCondition omits it).
 	patch, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{"uid": pod.UID},
-		"status":   map[string]any{"conditions": []corev1.PodCondition{want}},
+		"status": map[string]any{"conditions": []map[string]any{{
+			"type": want.Type, "status": want.Status, "message": want.Message,
+			"lastTransitionTime": metav1.NewTime(c.clock.Now()),
+		}}},
 	})
 	if err != nil {
 		return err
 	}
 	_, err = c.o.Client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
-	if err != nil && !apierrors.IsNotFound(err) {
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
 		return fmt.Errorf("set %s on pod %s/%s: %w", wellknown.ConditionKruisePodReady, pod.Namespace, pod.Name, err)
 	}
+	klog.FromContext(ctx).Info("Set pod readiness condition", "pod", klog.KObj(pod), "condition", want.Type, "status", want.Status, "holders", want.Message)
 	return nil
 }
 
