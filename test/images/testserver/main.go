@@ -5,6 +5,7 @@
 //	testserver pause                            sleep until SIGTERM or SIGINT
 //	testserver cri-pods [--socket S] [--watch]  print the node's pod sandboxes
 //	testserver get [--timeout 5s] URL           print the body of an HTTP GET
+//	testserver sleep DURATION                   wait (exec and lifecycle hooks)
 //
 // Invoked as "pause" (for example as /pause), it pauses without arguments, so
 // an image whose entrypoint is /pause is a sandbox image.
@@ -26,7 +27,7 @@ import (
 	"time"
 )
 
-const usage = "usage: testserver serve [--port N] | pause | cri-pods [--socket PATH] [--watch] | get [--timeout D] URL"
+const usage = "usage: testserver serve [--port N] | pause | cri-pods [--socket PATH] [--watch] | get [--timeout D] URL | sleep DURATION"
 
 func main() {
 	cmd, args := subcommand(os.Args)
@@ -86,6 +87,21 @@ func run(ctx context.Context, cmd string, args []string, out io.Writer) error {
 			return errors.New("get: want exactly one URL")
 		}
 		return get(ctx, fs.Arg(0), *timeout, out)
+	case "sleep":
+		if len(args) != 1 {
+			return errors.New("sleep: want exactly one duration, e.g. 5s")
+		}
+		d, err := time.ParseDuration(args[0])
+		if err != nil {
+			return fmt.Errorf("sleep: %w", err)
+		}
+		timer := time.NewTimer(d)
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+		}
+		return nil
 	default:
 		return errors.New(usage)
 	}

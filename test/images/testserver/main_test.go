@@ -81,6 +81,8 @@ func TestRunErrors(t *testing.T) {
 		{"port out of range", "serve", []string{"--port", "70000"}, "listen on :70000"},
 		{"cri-pods unknown flag", "cri-pods", []string{"--bogus"}, "flag provided but not defined"},
 		{"cri-pods without runtime", "cri-pods", []string{"--socket", filepath.Join(t.TempDir(), "none.sock")}, "connect to CRI runtime"},
+		{"sleep without duration", "sleep", nil, "sleep: want exactly one duration"},
+		{"sleep bad duration", "sleep", []string{"five"}, "sleep: time: invalid duration"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -89,6 +91,14 @@ func TestRunErrors(t *testing.T) {
 			require.ErrorContains(t, err, tt.wantErr)
 		})
 	}
+}
+
+func TestSleep(t *testing.T) {
+	var out bytes.Buffer
+	require.NoError(t, run(t.Context(), "sleep", []string{"1ms"}, &out))
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	require.NoError(t, run(ctx, "sleep", []string{"1h"}, &out), "a stopped sleep returns at once")
 }
 
 func TestPause(t *testing.T) {
