@@ -500,3 +500,65 @@ func TestCRRAdmission(t *testing.T) {
 		require.Contains(t, err.Error(), "immutable")
 	})
 }
+
+// startSlowStop starts a pod whose app has an 8 s preStop hook and a
+// request for app and sidecar, and returns once the app's hook runs (a
+// recreate under way).
+func startSlowStop(ctx context.Context, t *testing.T, f *framework.Framework) (*corev1.Pod, *v1alpha1.ContainerRecreateRequest) {
+	t.Helper()
+	pod := startCRRPod(ctx, t, f, "web", func(p *corev1.Pod) {
+		p.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: sleepHook("8s")}
+	})
+	crr := createCRR(ctx, t, f, newCRR("recreate", "web", "app", "sidecar"))
+	waitCRR(ctx, t, f, "recreate", 30*time.Second, "app's preStop hook running", func(c *v1alpha1.ContainerRecreateRequest) bool {
+		return len(c.Status.ContainerRecreateStates) > 0 && c.Status.ContainerRecreateStates[0].Message == "running the preStop hook"
+	})
+	return pod, crr
+}
+
+// finishedOnce checks the request completed with both containers
+// recreated, each restarted exactly once.
+func finishedOnce(ctx context.Context, t *testing.T, f *framework.Framework) {
+	t.Helper()
+	done := waitCRR(ctx, t, f, "recreate", 2*crrTimeout, "Completed", isCompleted)
+	require.Equal(t, states("app", "Succeeded", true, "sidecar", "Succeeded", true), withoutMessages(done.Status.ContainerRecreateStates))
+	pod := waitRecreated(ctx, t, f, "web", "app", "sidecar")
+	require.Equal(t, int32(1), containerStatus(pod, "app").RestartCount, "app stopped exactly once")
+	require.Equal(t, int32(1), containerStatus(pod, "sidecar").RestartCount, "sidecar stopped exactly once")
+}
+
+// TestCRRSurvivesCoordinatorLoss: the leader is deleted while a recreate
+// is under way; the node finishes it and the new leader completes it.
+func TestCRRSurvivesCoordinatorLoss(t *testing.T) {
+	f := newFramework(t)
+	ctx := t.Context()
+	requireShoal(ctx, t, f)
+	_, err := f.WaitForPodsReady(ctx, framework.ShoalNamespace, framework.CoordinatorSelector, 2, 2*time.Minute)
+	require.NoError(t, err, "needs the warm standby")
+	startSlowStop(ctx, t, f)
+	leader, err := f.CoordinatorLeader(ctx)
+	require.NoError(t, err)
+	require.NoError(t, f.Kube.CoreV1().Pods(framework.ShoalNamespace).Delete(ctx, leader.Name, metav1.DeleteOptions{}))
+	t.Logf("deleted the leader %s during the preStop hook", leader.Name)
+	finishedOnce(ctx, t, f)
+	_, err = f.WaitForPodsReady(ctx, framework.ShoalNamespace, framework.CoordinatorSelector, 2, 2*time.Minute)
+	require.NoError(t, err)
+}
+
+// TestCRRSurvivesAgentRestart: the pod's agent is deleted during the
+// app's preStop hook; the restarted agent resumes and stops each container
+// exactly once (the hook is not run again).
+func TestCRRSurvivesAgentRestart(t *testing.T) {
+	f := newFramework(t)
+	ctx := t.Context()
+	requireShoal(ctx, t, f)
+	pod, _ := startSlowStop(ctx, t, f)
+	agents, err := f.AgentPods(ctx)
+	require.NoError(t, err)
+	agent := agents[pod.Spec.NodeName]
+	require.NoError(t, f.Kube.CoreV1().Pods(framework.ShoalNamespace).Delete(ctx, agent.Name, metav1.DeleteOptions{}))
+	t.Logf("deleted agent %s on %s during the preStop hook", agent.Name, pod.Spec.NodeName)
+	finishedOnce(ctx, t, f)
+	_, err = f.WaitForPodsReady(ctx, framework.ShoalNamespace, framework.AgentSelector, len(agents), 2*time.Minute)
+	require.NoError(t, err)
+}
