@@ -86,9 +86,14 @@ type Controller struct {
 	// completed (its work and report are gone from the store, and deciding
 	// again from the stale copy would dispatch it once more).
 	finished map[string]v1alpha1.ContainerRecreateRequestStatus
+	// reported and finalAt time the stages: whether the node reported on
+	// the item yet, and when its final report came.
+	reported map[string]bool
+	finalAt  map[string]time.Time
 
 	completedTotal *prometheus.CounterVec
 	duration       prometheus.Histogram
+	stages         *prometheus.HistogramVec
 
 	requestsReg, podsReg cache.ResourceEventHandlerRegistration
 }
@@ -108,6 +113,8 @@ func New(o Options) (*Controller, error) {
 		nodes:      map[string]string{},
 		dispatched: map[string]time.Time{},
 		finished:   map[string]v1alpha1.ContainerRecreateRequestStatus{},
+		reported:   map[string]bool{},
+		finalAt:    map[string]time.Time{},
 		completedTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shoal_coordinator_crr_completed_total",
 			Help: "ContainerRecreateRequests completed, by result (succeeded, failed, deadline, pod_gone, no_response).",
@@ -118,12 +125,18 @@ func New(o Options) (*Controller, error) {
 			Buckets: []float64{0.5, 1, 2, 3, 5, 8, 13, 21, 34, 55, 89},
 		}),
 	}
+	c.stages = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "shoal_coordinator_crr_stage_seconds",
+		Help: "Where a ContainerRecreateRequest's time goes, by stage: dispatch (work handed to the node -> its first report), " +
+			"prestop, stop and restart (per container, timed by the node: the preStop hook, StopContainer, the stop -> the new " +
+			"instance running), report (the node's final report -> the Completed status written).",
+		Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32},
+	}, []string{"stage"})
 	if o.Registerer != nil {
-		if err := o.Registerer.Register(c.completedTotal); err != nil {
-			return nil, fmt.Errorf("register CRR metrics: %w", err)
-		}
-		if err := o.Registerer.Register(c.duration); err != nil {
-			return nil, fmt.Errorf("register CRR metrics: %w", err)
+		for _, m := range []prometheus.Collector{c.completedTotal, c.duration, c.stages} {
+			if err := o.Registerer.Register(m); err != nil {
+				return nil, fmt.Errorf("register CRR metrics: %w", err)
+			}
 		}
 	}
 	if err := o.Requests.AddIndexers(cache.Indexers{byPodUID: func(obj any) ([]string, error) {
@@ -254,8 +267,36 @@ func (c *Controller) enqueuePod(obj any) {
 func (c *Controller) onReport(_ string, _ *nodeworkv1.WorkItem, r *nodeworkv1.WorkReport) {
 	// recreate/<namespace>/<name>
 	rest, ok := strings.CutPrefix(r.GetId(), nodework.KindRecreate+"/")
-	if ok && strings.Count(rest, "/") == 1 {
-		c.queue.Add(rest)
+	if !ok || strings.Count(rest, "/") != 1 {
+		return
+	}
+	c.timeStages(r.GetId(), r)
+	c.queue.Add(rest)
+}
+
+// timeStages records the dispatch stage at an item's first report, and
+// the node's own timings at its final one.
+func (c *Controller) timeStages(id string, r *nodeworkv1.WorkReport) {
+	now := c.clock.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if at, ok := c.dispatched[id]; ok && !c.reported[id] {
+		c.stages.WithLabelValues("dispatch").Observe(now.Sub(at).Seconds())
+	}
+	c.reported[id] = true
+	if !terminal(r) || !c.finalAt[id].IsZero() {
+		return
+	}
+	c.finalAt[id] = now
+	for _, s := range r.GetRecreate().GetContainers() {
+		if !s.GetIsKilled() {
+			continue
+		}
+		c.stages.WithLabelValues("prestop").Observe(float64(s.GetPreStopMillis()) / 1000)
+		c.stages.WithLabelValues("stop").Observe(float64(s.GetStopMillis()) / 1000)
+		if s.GetRestartMillis() > 0 {
+			c.stages.WithLabelValues("restart").Observe(float64(s.GetRestartMillis()) / 1000)
+		}
 	}
 }
 
@@ -275,6 +316,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		c.drop(id)
 		c.mu.Lock()
 		delete(c.finished, id)
+		delete(c.finalAt, id)
 		c.mu.Unlock()
 		return 0, nil
 	}
@@ -317,17 +359,19 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	}
 
 	p := decide(in)
-	c.place(id, p)
-	if !c.o.IsLeader() {
-		return p.requeueAfter, nil
-	}
-	if in.dispatchedAt.IsZero() && p.spec != nil {
+	leader := c.o.IsLeader()
+	if leader && in.dispatchedAt.IsZero() && p.spec != nil {
+		// Before the work is in the store: the node may answer at once.
 		c.mu.Lock()
 		c.dispatched[id] = now
 		c.mu.Unlock()
 		if p.requeueAfter <= 0 || p.requeueAfter > noResponseTimeout {
 			p.requeueAfter = noResponseTimeout
 		}
+	}
+	c.place(id, p)
+	if !leader {
+		return p.requeueAfter, nil
 	}
 	if !apiequality.Semantic.DeepEqual(crr.Status, p.status) {
 		c.writeStatus(key, p.status)
@@ -364,6 +408,7 @@ func (c *Controller) place(id string, p plan) {
 	} else {
 		delete(c.nodes, id)
 		delete(c.dispatched, id)
+		delete(c.reported, id)
 	}
 	c.mu.Unlock()
 	if old != "" && (p.spec == nil || old != p.node) {
@@ -392,6 +437,15 @@ func (c *Controller) writeStatus(key string, status v1alpha1.ContainerRecreateRe
 		_, err = c.o.Shoal.AppsV1alpha1().ContainerRecreateRequests(cp.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil
+		}
+		if err == nil && status.Phase == v1alpha1.ContainerRecreateRequestCompleted {
+			id := nodework.RecreateID(cp.Namespace, cp.Name)
+			c.mu.Lock()
+			if at := c.finalAt[id]; !at.IsZero() {
+				c.stages.WithLabelValues("report").Observe(c.clock.Since(at).Seconds())
+			}
+			delete(c.finalAt, id)
+			c.mu.Unlock()
 		}
 		return err
 	})
