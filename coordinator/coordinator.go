@@ -26,6 +26,7 @@ import (
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
@@ -177,7 +178,7 @@ func Run(ctx context.Context, o Options) error {
 		ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		defer cancel()
 		return client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
-	}))
+	})).WithNodes(nodeGetter{kubeInformers.Core().V1().Nodes().Lister()})
 	hooks.Handle(webhook.CRRMutatePath, crrAdmission.Mutate)
 	hooks.Handle(webhook.CRRValidatePath, crrAdmission.Validate)
 
@@ -375,3 +376,9 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 	cfg.UserAgent = "shoal-coordinator"
 	return cfg, nil
 }
+
+// nodeGetter reads nodes from the informer for the webhooks.
+type nodeGetter struct{ lister corelisters.NodeLister }
+
+// Node implements webhook.NodeGetter.
+func (g nodeGetter) Node(name string) (*corev1.Node, error) { return g.lister.Get(name) }

@@ -182,7 +182,7 @@ func waitRecreated(ctx context.Context, t *testing.T, f *framework.Framework, po
 func TestCRRRecreatesSimpleContainers(t *testing.T) {
 	for _, containers := range [][]string{{"app"}, {"app", "sidecar"}} {
 		t.Run(strings.Join(containers, "+"), func(t *testing.T) {
-			f := framework.New(t)
+			f := newFramework(t)
 			ctx := t.Context()
 			pod := startCRRPod(ctx, t, f, "web", nil)
 			crr := newCRR("recreate", "web", containers...)
@@ -208,6 +208,20 @@ func TestCRRRecreatesSimpleContainers(t *testing.T) {
 			require.Equal(t, want, done.Status.ContainerRecreateStates)
 			t.Logf("%v recreated: created %s, completed %s", containers, created.CreationTimestamp.Format(time.RFC3339), done.Status.CompletionTime.Format(time.RFC3339))
 
+			// Events on the request and on the pod.
+			err := framework.WaitFor(ctx, 15*time.Second, func(ctx context.Context) (bool, error) {
+				evs, err := f.Kube.EventsV1().Events(f.Namespace).List(ctx, metav1.ListOptions{})
+				if err != nil {
+					return false, err
+				}
+				var onCRR, onPod bool
+				for _, e := range evs.Items {
+					onCRR = onCRR || (e.Regarding.Kind == "ContainerRecreateRequest" && e.Regarding.Name == "recreate" && e.Reason == "Completed")
+					onPod = onPod || (e.Regarding.Kind == "Pod" && e.Regarding.Name == "web" && e.Reason == "ContainerRecreateSucceeded")
+				}
+				return onCRR && onPod, nil
+			})
+			require.NoError(t, err, "Completed events on the request and the pod")
 			waitCRR(ctx, t, f, "recreate", 5*time.Second, "active label removed", func(c *v1alpha1.ContainerRecreateRequest) bool {
 				_, ok := c.Labels[wellknown.LabelCRRActive]
 				return !ok
@@ -222,7 +236,7 @@ func TestCRRRecreatesSimpleContainers(t *testing.T) {
 				require.GreaterOrEqual(t, done.Status.CompletionTime.Sub(startedAt(after, c)), 4*time.Second, "%s: completed too early", c)
 			}
 
-			err := framework.WaitFor(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
+			err = framework.WaitFor(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
 				_, err := f.Shoal.AppsV1alpha1().ContainerRecreateRequests(f.Namespace).Get(ctx, "recreate", metav1.GetOptions{})
 				return apierrors.IsNotFound(err), nil
 			})
@@ -237,7 +251,7 @@ func TestCRRRecreatesSimpleContainers(t *testing.T) {
 func TestCRRPostStartHook(t *testing.T) {
 	for _, ordered := range []bool{false, true} {
 		t.Run(fmt.Sprintf("ordered=%v", ordered), func(t *testing.T) {
-			f := framework.New(t)
+			f := newFramework(t)
 			ctx := t.Context()
 			startCRRPod(ctx, t, f, "web", func(p *corev1.Pod) {
 				p.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PostStart: sleepHook("5s")}
@@ -267,7 +281,7 @@ func TestCRRPreStopHook(t *testing.T) {
 		p.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: sleepHook("8s")}
 	}
 	t.Run("preStop runs before the stop", func(t *testing.T) {
-		f := framework.New(t)
+		f := newFramework(t)
 		ctx := t.Context()
 		startCRRPod(ctx, t, f, "web", withPreStop)
 		created := createCRR(ctx, t, f, newCRR("recreate", "web", "app"))
@@ -279,7 +293,7 @@ func TestCRRPreStopHook(t *testing.T) {
 		require.GreaterOrEqual(t, gap, 7*time.Second, "the 8 s preStop ran first (second granularity)")
 	})
 	t.Run("activeDeadlineSeconds 3", func(t *testing.T) {
-		f := framework.New(t)
+		f := newFramework(t)
 		ctx := t.Context()
 		startCRRPod(ctx, t, f, "web", withPreStop)
 		crr := newCRR("recreate", "web", "app", "sidecar")
@@ -299,7 +313,7 @@ func TestCRRPreStopHook(t *testing.T) {
 		})
 	})
 	t.Run("grace periods and KruisePodReady", func(t *testing.T) {
-		f := framework.New(t)
+		f := newFramework(t)
 		ctx := t.Context()
 		_, err := f.Kube.CoreV1().Pods(f.Namespace).Create(ctx, crrPod(f, "web", func(p *corev1.Pod) {
 			withPreStop(p)
@@ -380,7 +394,7 @@ func setKruisePodReady(ctx context.Context, t *testing.T, f *framework.Framework
 func TestCRRForceRecreate(t *testing.T) {
 	for _, ordered := range []bool{false, true} {
 		t.Run(fmt.Sprintf("ordered=%v", ordered), func(t *testing.T) {
-			f := framework.New(t)
+			f := newFramework(t)
 			ctx := t.Context()
 			startCRRPod(ctx, t, f, "web", func(p *corev1.Pod) {
 				p.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PostStart: sleepHook("5s")}
@@ -410,7 +424,7 @@ func TestCRRForceRecreate(t *testing.T) {
 // name the instance that was running when they were made, so the first
 // stops it and the later ones find it already recreated: one restart.
 func TestCRRQueueOnOnePod(t *testing.T) {
-	f := framework.New(t)
+	f := newFramework(t)
 	ctx := t.Context()
 	startCRRPod(ctx, t, f, "web", nil)
 	names := []string{"first", "second", "third"}
@@ -438,7 +452,7 @@ func TestCRRQueueOnOnePod(t *testing.T) {
 // TestCRRAdmission is the bad-input table against the real apiserver and
 // webhook: every request is refused with a message naming the field.
 func TestCRRAdmission(t *testing.T) {
-	f := framework.New(t)
+	f := newFramework(t)
 	ctx := t.Context()
 	startCRRPod(ctx, t, f, "web", nil)
 	_, err := f.Kube.CoreV1().Pods(f.Namespace).Create(ctx, &corev1.Pod{
