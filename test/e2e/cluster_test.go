@@ -257,13 +257,19 @@ func TestNodeLocalContainerdFromDaemonSet(t *testing.T) {
 
 // TestSeedExamplesDryRun proves that the OpenKruise examples in
 // test/testdata/seed-examples are accepted by a real apiserver serving
-// Shoal's CRDs (server-side dry run: schema, CEL, admission).
+// Shoal's CRDs (server-side dry run: schema, CEL, admission). The pod the
+// ContainerRecreateRequest examples name, "pod-name" with containers app
+// and sidecar, runs first: Shoal's webhook (like OpenKruise's) refuses a
+// request for a pod that does not exist, before the schema is checked.
 func TestSeedExamplesDryRun(t *testing.T) {
 	f := newFramework(t)
 	ctx := t.Context()
 	served, err := f.ServesGroupVersion("apps.kruise.io/v1alpha1")
 	require.NoError(t, err)
 	require.True(t, served, "the apps.kruise.io group is not served: install Shoal's CRDs from deploy/crds (hack/install-crds.sh)")
+	if deployed, _, err := f.ShoalDeployed(ctx); err == nil && deployed {
+		startCRRPod(ctx, t, f, "pod-name", nil)
+	}
 
 	files, err := filepath.Glob("../testdata/seed-examples/*.yaml")
 	require.NoError(t, err)
