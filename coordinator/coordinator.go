@@ -181,6 +181,10 @@ func Run(ctx context.Context, o Options) error {
 	})).WithNodes(nodeGetter{kubeInformers.Core().V1().Nodes().Lister()})
 	hooks.Handle(webhook.CRRMutatePath, crrAdmission.Mutate)
 	hooks.Handle(webhook.CRRValidatePath, crrAdmission.Validate)
+	hooks.Handle(webhook.ImagePullJobMutatePath, webhook.MutateImagePullJob)
+	hooks.Handle(webhook.ImagePullJobValidatePath, webhook.ValidateImagePullJob)
+	hooks.Handle(webhook.ImageListPullJobMutatePath, webhook.MutateImageListPullJob)
+	hooks.Handle(webhook.ImageListPullJobValidatePath, webhook.ValidateImageListPullJob)
 
 	var informersSynced atomic.Bool
 	ready := func() error {
