@@ -80,28 +80,17 @@ func MutateImagePullJob(_ context.Context, req *admissionv1.AdmissionRequest) *a
 // was installed can still be updated (for example to remove a finalizer).
 // Other operations and subresources are allowed.
 func ValidateImagePullJob(_ context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
-	if (req.Operation != admissionv1.Create && req.Operation != admissionv1.Update) || req.SubResource != "" {
-		return &admissionv1.AdmissionResponse{Allowed: true}
-	}
-	job := &v1alpha1.ImagePullJob{}
-	if resp := decodeImageJob(req.Object.Raw, "ImagePullJob", "object", job); resp != nil {
-		return resp
-	}
-	if req.Operation == admissionv1.Update && len(req.OldObject.Raw) > 0 {
-		old := &v1alpha1.ImagePullJob{}
-		if resp := decodeImageJob(req.OldObject.Raw, "ImagePullJob", "old object", old); resp != nil {
-			return resp
-		}
-		if old.Spec.Image == job.Spec.Image {
-			return &admissionv1.AdmissionResponse{Allowed: true}
-		}
-	}
-	if job.Spec.Image != "" {
-		if _, problem := normalizeImage("spec.image", job.Spec.Image); problem != "" {
-			return Deny(problem)
-		}
-	}
-	return &admissionv1.AdmissionResponse{Allowed: true}
+	return validateImageJob(req, "ImagePullJob",
+		func(j *v1alpha1.ImagePullJob) []string { return []string{j.Spec.Image} },
+		func(images []string) []string {
+			if images[0] == "" {
+				return nil // the CRD schema rejects it
+			}
+			if _, problem := normalizeImage("spec.image", images[0]); problem != "" {
+				return []string{problem}
+			}
+			return nil
+		})
 }
 
 // MutateImageListPullJob handles CREATE of an ImageListPullJob: it rewrites
@@ -136,24 +125,36 @@ func MutateImageListPullJob(_ context.Context, req *admissionv1.AdmissionRequest
 // entry once normalized. On UPDATE an unchanged spec.images is not checked
 // again. Other operations and subresources are allowed.
 func ValidateImageListPullJob(_ context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+	return validateImageJob(req, "ImageListPullJob",
+		func(j *v1alpha1.ImageListPullJob) []string { return j.Spec.Images },
+		func(images []string) []string {
+			_, problems := normalizeImages(images)
+			return problems
+		})
+}
+
+// validateImageJob is both validators: on CREATE, and on an UPDATE that
+// changes the job's images, it denies what problems finds wrong with
+// images(job). Other operations and subresources are allowed.
+func validateImageJob[J any](req *admissionv1.AdmissionRequest, kind string, images func(*J) []string, problems func([]string) []string) *admissionv1.AdmissionResponse {
 	if (req.Operation != admissionv1.Create && req.Operation != admissionv1.Update) || req.SubResource != "" {
 		return &admissionv1.AdmissionResponse{Allowed: true}
 	}
-	job := &v1alpha1.ImageListPullJob{}
-	if resp := decodeImageJob(req.Object.Raw, "ImageListPullJob", "object", job); resp != nil {
+	job := new(J)
+	if resp := decodeImageJob(req.Object.Raw, kind, "object", job); resp != nil {
 		return resp
 	}
 	if req.Operation == admissionv1.Update && len(req.OldObject.Raw) > 0 {
-		old := &v1alpha1.ImageListPullJob{}
-		if resp := decodeImageJob(req.OldObject.Raw, "ImageListPullJob", "old object", old); resp != nil {
+		old := new(J)
+		if resp := decodeImageJob(req.OldObject.Raw, kind, "old object", old); resp != nil {
 			return resp
 		}
-		if slices.Equal(old.Spec.Images, job.Spec.Images) {
+		if slices.Equal(images(old), images(job)) {
 			return &admissionv1.AdmissionResponse{Allowed: true}
 		}
 	}
-	if _, problems := normalizeImages(job.Spec.Images); len(problems) > 0 {
-		return Deny(strings.Join(problems, "\n"))
+	if p := problems(images(job)); len(p) > 0 {
+		return Deny(strings.Join(p, "\n"))
 	}
 	return &admissionv1.AdmissionResponse{Allowed: true}
 }
