@@ -39,11 +39,6 @@ const byPodUID = "crr.apps.kruise.io/pod-uid"
 // condition's message (OpenKruise's format, which tools parse).
 const userAgent = "ContainerRecreateRequest"
 
-// Enqueuer batches status writes; *statuswriter.Writer is the real one.
-type Enqueuer interface {
-	Enqueue(key string, write statuswriter.WriteFunc)
-}
-
 // Options wire a Controller.
 type Options struct {
 	// Client writes pods' conditions; Shoal writes the requests.
@@ -56,7 +51,7 @@ type Options struct {
 	// Store holds the nodes' work.
 	Store *dispatch.Store
 	// Writer paces the status writes.
-	Writer Enqueuer
+	Writer statuswriter.Enqueuer
 	// IsLeader tells whether this replica may write to the API; a standby
 	// keeps its work store warm but writes nothing.
 	IsLeader func() bool

@@ -47,6 +47,12 @@ const (
 // func(context.Context) error fit.
 type WriteFunc = func(ctx context.Context) error
 
+// Enqueuer is what controllers need of a Writer: queueing a write of one
+// key. Tests may pass their own.
+type Enqueuer interface {
+	Enqueue(key string, write WriteFunc)
+}
+
 // Options configure a Writer. Zero fields take their defaults.
 type Options struct {
 	// MinInterval is the least time between the starts of two writes of

@@ -46,16 +46,11 @@ const (
 	AnnotationMessage = "nodework.shoal.io/message"
 )
 
-// Enqueuer batches status writes; *statuswriter.Writer is the real one.
-type Enqueuer interface {
-	Enqueue(key string, write statuswriter.WriteFunc)
-}
-
 // Controller maps noop ConfigMaps to work items and reports back.
 type Controller struct {
 	client kubernetes.Interface
 	store  *dispatch.Store
-	writer Enqueuer
+	writer statuswriter.Enqueuer
 
 	mu    sync.Mutex
 	nodes map[string]string // item id -> node it was put on
@@ -69,7 +64,7 @@ func (c *Controller) HasSynced() bool { return c.registration.HasSynced() }
 
 // New wires the controller to a ConfigMap informer that is already scoped
 // to the coordinator's namespace and the noop label.
-func New(client kubernetes.Interface, informer cache.SharedIndexInformer, store *dispatch.Store, writer Enqueuer) (*Controller, error) {
+func New(client kubernetes.Interface, informer cache.SharedIndexInformer, store *dispatch.Store, writer statuswriter.Enqueuer) (*Controller, error) {
 	c := &Controller{client: client, store: store, writer: writer, nodes: map[string]string{}}
 	store.HandleReports(nodework.KindNoop, c.report)
 	var err error
