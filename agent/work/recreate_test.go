@@ -18,7 +18,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
 	utilexec "k8s.io/utils/exec"
 
@@ -725,25 +724,6 @@ func TestRecreateAlreadyRecreated(t *testing.T) {
 			require.Empty(t, e.f.StopCalls(), "never stopped")
 		})
 	}
-}
-
-// startStoppable runs a runner over dir with handlers until stop is
-// called (or the test ends).
-func startStoppable(t *testing.T, dir string, handlers map[string]Handler) (*Runner, func()) {
-	t.Helper()
-	st, err := state.Open(dir)
-	require.NoError(t, err)
-	_, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(ctx)
-	r := New(st, handlers, ktesting.NewLogger(t, ktesting.NewConfig()))
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); _ = r.Run(ctx) }()
-	var once sync.Once
-	stop := func() { once.Do(func() { cancel(); wg.Wait(); require.NoError(t, st.Close()) }) }
-	t.Cleanup(stop)
-	<-r.Ready()
-	return r, stop
 }
 
 func TestRecreateResumesAfterAgentRestart(t *testing.T) {

@@ -36,6 +36,14 @@ func seed(t *testing.T, dir string, item *nodeworkv1.WorkItem, phase nodeworkv1.
 // start runs a runner over dir until the test ends.
 func start(t *testing.T, dir string, handlers map[string]Handler) *Runner {
 	t.Helper()
+	r, _ := startStoppable(t, dir, handlers)
+	return r
+}
+
+// startStoppable runs a runner over dir with handlers until stop is
+// called (or the test ends).
+func startStoppable(t *testing.T, dir string, handlers map[string]Handler) (*Runner, func()) {
+	t.Helper()
 	st, err := state.Open(dir)
 	require.NoError(t, err)
 	_, ctx := ktesting.NewTestContext(t)
@@ -44,9 +52,11 @@ func start(t *testing.T, dir string, handlers map[string]Handler) *Runner {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = r.Run(ctx) }()
-	t.Cleanup(func() { cancel(); wg.Wait(); _ = st.Close() })
+	var once sync.Once
+	stop := func() { once.Do(func() { cancel(); wg.Wait(); require.NoError(t, st.Close()) }) }
+	t.Cleanup(stop)
 	<-r.Ready()
-	return r
+	return r, stop
 }
 
 func waitPhase(t *testing.T, r *Runner, id string, want nodeworkv1.Phase) *nodeworkv1.WorkReport {
