@@ -250,29 +250,35 @@ func TestCRRRecreatesSimpleContainers(t *testing.T) {
 // right after the app, with ordering only once the app is back.
 func TestCRRPostStartHook(t *testing.T) {
 	for _, ordered := range []bool{false, true} {
-		t.Run(fmt.Sprintf("ordered=%v", ordered), func(t *testing.T) {
-			f := newFramework(t)
-			ctx := t.Context()
-			startCRRPod(ctx, t, f, "web", func(p *corev1.Pod) {
-				p.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PostStart: sleepHook("5s")}
-			})
-			crr := newCRR("recreate", "web", "app", "sidecar")
-			crr.Spec.Strategy.OrderedRecreate = ordered
-			createCRR(ctx, t, f, crr)
-			done := waitCRR(ctx, t, f, "recreate", crrTimeout, "Completed", isCompleted)
-			require.Equal(t, states("app", "Succeeded", true, "sidecar", "Succeeded", true), done.Status.ContainerRecreateStates)
-			pod := waitRecreated(ctx, t, f, "web", "app", "sidecar")
-			if !ordered {
-				gap := stoppedAt(pod, "sidecar").Sub(stoppedAt(pod, "app"))
-				t.Logf("sidecar stopped %s after app", gap)
-				require.Less(t, gap, 3*time.Second, "without ordering the sidecar is stopped right after the app")
-				return
-			}
-			gap := startedAt(pod, "sidecar").Sub(startedAt(pod, "app"))
-			t.Logf("sidecar started %s after app", gap)
-			require.GreaterOrEqual(t, gap, 5*time.Second, "with ordering the sidecar waits for the app to be back")
-		})
+		t.Run(fmt.Sprintf("ordered=%v", ordered), func(t *testing.T) { recreateAfterPostStart(t, false, ordered) })
 	}
+}
+
+// recreateAfterPostStart recreates app (whose postStart sleeps 5 s) and
+// sidecar with the strategy given: without ordering the sidecar is stopped
+// right after the app, with ordering it starts only once the app is back.
+func recreateAfterPostStart(t *testing.T, force, ordered bool) {
+	f := newFramework(t)
+	ctx := t.Context()
+	startCRRPod(ctx, t, f, "web", func(p *corev1.Pod) {
+		p.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PostStart: sleepHook("5s")}
+	})
+	crr := newCRR("recreate", "web", "app", "sidecar")
+	crr.Spec.Strategy.ForceRecreate = force
+	crr.Spec.Strategy.OrderedRecreate = ordered
+	createCRR(ctx, t, f, crr)
+	done := waitCRR(ctx, t, f, "recreate", crrTimeout, "Completed", isCompleted)
+	require.Equal(t, states("app", "Succeeded", true, "sidecar", "Succeeded", true), done.Status.ContainerRecreateStates)
+	pod := waitRecreated(ctx, t, f, "web", "app", "sidecar")
+	if !ordered {
+		gap := stoppedAt(pod, "sidecar").Sub(stoppedAt(pod, "app"))
+		t.Logf("sidecar stopped %s after app", gap)
+		require.Less(t, gap, 3*time.Second, "without ordering the sidecar is stopped right after the app")
+		return
+	}
+	gap := startedAt(pod, "sidecar").Sub(startedAt(pod, "app"))
+	t.Logf("sidecar started %s after app", gap)
+	require.GreaterOrEqual(t, gap, 5*time.Second, "with ordering the sidecar waits for the app to be back")
 }
 
 // TestCRRPreStopHook ports "recreates containers with preStopHook".
@@ -393,29 +399,7 @@ func setKruisePodReady(ctx context.Context, t *testing.T, f *framework.Framework
 // TestCRRForceRecreate ports "recreates containers by force".
 func TestCRRForceRecreate(t *testing.T) {
 	for _, ordered := range []bool{false, true} {
-		t.Run(fmt.Sprintf("ordered=%v", ordered), func(t *testing.T) {
-			f := newFramework(t)
-			ctx := t.Context()
-			startCRRPod(ctx, t, f, "web", func(p *corev1.Pod) {
-				p.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PostStart: sleepHook("5s")}
-			})
-			crr := newCRR("recreate", "web", "app", "sidecar")
-			crr.Spec.Strategy.ForceRecreate = true
-			crr.Spec.Strategy.OrderedRecreate = ordered
-			createCRR(ctx, t, f, crr)
-			done := waitCRR(ctx, t, f, "recreate", crrTimeout, "Completed", isCompleted)
-			require.Equal(t, states("app", "Succeeded", true, "sidecar", "Succeeded", true), done.Status.ContainerRecreateStates)
-			pod := waitRecreated(ctx, t, f, "web", "app", "sidecar")
-			if ordered {
-				gap := startedAt(pod, "sidecar").Sub(startedAt(pod, "app"))
-				t.Logf("sidecar started %s after app", gap)
-				require.GreaterOrEqual(t, gap, 5*time.Second)
-				return
-			}
-			gap := stoppedAt(pod, "sidecar").Sub(stoppedAt(pod, "app"))
-			t.Logf("sidecar stopped %s after app", gap)
-			require.Less(t, gap, 3*time.Second)
-		})
+		t.Run(fmt.Sprintf("ordered=%v", ordered), func(t *testing.T) { recreateAfterPostStart(t, true, ordered) })
 	}
 }
 
