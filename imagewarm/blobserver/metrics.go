@@ -16,6 +16,11 @@ const (
 	MetricUploadsInFlight = "shoal_agent_blob_uploads_in_flight"
 	// MetricAborted counts responses cut short after their headers.
 	MetricAborted = "shoal_agent_blob_responses_aborted_total"
+	// MetricPullThrough counts runtime requests for blobs absent from the
+	// node, by result (started: fetched for the runtime; refused: 404).
+	MetricPullThrough = "shoal_agent_blob_pull_through_total"
+	// MetricSpreadRefused counts peer requests refused to spread pieces.
+	MetricSpreadRefused = "shoal_agent_blob_spread_refused_total"
 )
 
 // Sources of served bytes (the "source" label).
@@ -30,6 +35,10 @@ type metrics struct {
 	requests *prometheus.CounterVec
 	inFlight prometheus.Gauge
 	aborted  *prometheus.CounterVec
+	// pullThrough counts PullThrough calls by result.
+	pullThrough *prometheus.CounterVec
+	// spreadRefused counts peer requests refused by SpreadWindow.
+	spreadRefused prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -50,6 +59,14 @@ func newMetrics() *metrics {
 			Name: MetricAborted,
 			Help: "Blob responses cut short after the headers were sent (client gone, piece stalled, read error), by role.",
 		}, []string{"role"}),
+		pullThrough: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricPullThrough,
+			Help: "Runtime requests for blobs the node did not hold, by result (started: fetched through the swarm while streaming; refused: answered 404 so the runtime goes upstream).",
+		}, []string{"result"}),
+		spreadRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: MetricSpreadRefused,
+			Help: "Peer requests for pieces of a blob still being fetched that this node had just given another peer (answered 404: take it from that peer).",
+		}),
 	}
 }
 
@@ -57,7 +74,7 @@ func (m *metrics) register(r prometheus.Registerer) error {
 	if r == nil {
 		return nil
 	}
-	for _, c := range []prometheus.Collector{m.served, m.requests, m.inFlight, m.aborted} {
+	for _, c := range []prometheus.Collector{m.served, m.requests, m.inFlight, m.aborted, m.pullThrough, m.spreadRefused} {
 		if err := r.Register(c); err != nil {
 			return fmt.Errorf("registering blob server metrics: %w", err)
 		}

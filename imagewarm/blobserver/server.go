@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"math"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -95,6 +96,21 @@ type Options struct {
 	// PieceWait bounds the wait for each piece of a cut-through stream;
 	// 0 means DefaultPieceWait.
 	PieceWait time.Duration
+	// PullThrough, if set, is asked for a blob a runtime request finds
+	// nowhere on the node: it starts fetching the blob (name is the
+	// repository of the request, query its query string, which carries
+	// containerd's ns=<registry>) and returns the store's handle on it, from
+	// which the response streams as pieces land. An error answers 404 at
+	// once, so that the runtime falls back to the next host.
+	PullThrough func(ctx context.Context, name string, d v1.Hash, query url.Values) (*store.Blob, error)
+	// SpreadWindow, if positive, gives each piece of a blob still being
+	// fetched to one peer per window: a second peer asking for it within
+	// the window gets 404 and takes it from the first once that one has
+	// announced it. The node's upload then carries distinct pieces, so a
+	// piece that only this node has (as the upstream lease holder) leaves
+	// it about once and the swarm, not the holder, spreads it
+	// (BitTorrent's super-seeding). Complete blobs are served freely.
+	SpreadWindow time.Duration
 	// Clock drives the rate limiter; nil means the real clock.
 	Clock clock.Clock
 	// Registerer receives the metrics; nil registers none.
@@ -109,6 +125,11 @@ type Server struct {
 	limiter *Limiter      // nil: unpaced
 	m       *metrics
 	bufs    sync.Pool
+
+	// spreadMu guards given: when each piece of a partial blob was last
+	// given to a peer (SpreadWindow).
+	spreadMu sync.Mutex
+	given    map[v1.Hash]map[int]time.Time
 }
 
 // copyBuf is the size of the buffer each response copies through.
@@ -128,7 +149,7 @@ func New(o Options) (*Server, error) {
 	if o.PieceWait == 0 {
 		o.PieceWait = DefaultPieceWait
 	}
-	s := &Server{o: o, m: newMetrics()}
+	s := &Server{o: o, m: newMetrics(), given: map[v1.Hash]map[int]time.Time{}}
 	s.bufs.New = func() any { b := make([]byte, copyBuf); return &b }
 	if o.MaxPeerUploads > 0 {
 		s.uploads = make(chan struct{}, o.MaxPeerUploads)
@@ -172,7 +193,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, role Role) {
 		}
 		return
 	}
-	ref, ok := parseBlobPath(r.URL.Path)
+	repo, ref, ok := parseBlobPath(r.URL.Path)
 	if !ok {
 		ociError(w, r, http.StatusNotFound, "NAME_UNKNOWN", "only blobs are served")
 		return
@@ -184,8 +205,18 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, role Role) {
 	}
 
 	src, source, err := s.open(r.Context(), d)
+	if err != nil && role == Runtime && s.o.PullThrough != nil && isNotFound(err) {
+		b, perr := s.o.PullThrough(r.Context(), repo, d, r.URL.Query())
+		if perr == nil {
+			src, source, err = b, sourcePartial, nil
+			s.m.pullThrough.WithLabelValues("started").Inc()
+		} else {
+			s.m.pullThrough.WithLabelValues("refused").Inc()
+			klog.FromContext(r.Context()).V(2).Info("No pull-through for a runtime request", "digest", d.String(), "err", perr.Error())
+		}
+	}
 	if err != nil {
-		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, store.ErrNotFound) {
+		if !isNotFound(err) {
 			klog.FromContext(r.Context()).Error(err, "Opening blob", "digest", d.String())
 		}
 		ociError(w, r, http.StatusNotFound, "BLOB_UNKNOWN", "blob unknown to this node")
@@ -202,6 +233,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, role Role) {
 	}
 
 	var body io.Reader
+	var spreadCheck *store.Blob // a partial blob's range a peer is about to get
 	if source == sourcePartial {
 		b := src.(*store.Blob)
 		covered := b.HasRange(start, length)
@@ -212,6 +244,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, role Role) {
 			body = b.NewReader(r.Context(), start, length, s.o.PieceWait)
 		case kind == rangeOK && covered:
 			body = io.NewSectionReader(b, start, length)
+			spreadCheck = b
 		default:
 			// A peer gets a partial blob only by range, never as complete.
 			ociError(w, r, http.StatusNotFound, "BLOB_UNKNOWN", "range not held yet")
@@ -239,6 +272,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, role Role) {
 			}
 			s.m.inFlight.Dec() // after the slot is free: 0 in flight means all slots are
 		}()
+		// Only a GET that is about to be served counts as giving the
+		// pieces out (not a HEAD, not a 429).
+		if spreadCheck != nil && !s.spread(d, spreadCheck, start, length) {
+			ociError(w, r, http.StatusNotFound, "BLOB_UNKNOWN", "pieces just given to another peer; ask it")
+			return
+		}
 	}
 
 	h := w.Header()
@@ -310,18 +349,59 @@ func (s *Server) open(ctx context.Context, d v1.Hash) (SourceBlob, string, error
 	return nil, "", err
 }
 
-// parseBlobPath returns the digest of "/v2/<name>/blobs/<digest>".
-func parseBlobPath(p string) (string, bool) {
+// spread reports whether a peer may have the range [start, start+length)
+// of a partial blob now: not when every piece it touches was given to
+// another peer within SpreadWindow. It records the pieces as given.
+func (s *Server) spread(d v1.Hash, b *store.Blob, start, length int64) bool {
+	if s.o.SpreadWindow <= 0 || length <= 0 {
+		return true
+	}
+	ps := b.PieceSize()
+	lo, hi := int(start/ps), int((start+length-1)/ps)
+	now := time.Now()
+	s.spreadMu.Lock()
+	defer s.spreadMu.Unlock()
+	g := s.given[d]
+	if g == nil {
+		if len(s.given) > 1024 { // forget blobs no longer partial
+			clear(s.given)
+		}
+		g = map[int]time.Time{}
+		s.given[d] = g
+	}
+	fresh := false
+	for i := lo; i <= hi; i++ {
+		if t, ok := g[i]; !ok || now.Sub(t) >= s.o.SpreadWindow {
+			fresh = true
+		}
+	}
+	if !fresh {
+		s.m.spreadRefused.Inc()
+		return false
+	}
+	for i := lo; i <= hi; i++ {
+		g[i] = now
+	}
+	return true
+}
+
+// isNotFound reports whether err says a blob is absent.
+func isNotFound(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, store.ErrNotFound)
+}
+
+// parseBlobPath returns the name and digest of "/v2/<name>/blobs/<digest>".
+func parseBlobPath(p string) (name, ref string, ok bool) {
 	rest, ok := strings.CutPrefix(p, "/v2/")
 	if !ok {
-		return "", false
+		return "", "", false
 	}
 	i := strings.LastIndex(rest, "/blobs/")
 	if i <= 0 { // the name must not be empty
-		return "", false
+		return "", "", false
 	}
-	ref := rest[i+len("/blobs/"):]
-	return ref, ref != "" && !strings.Contains(ref, "/")
+	ref = rest[i+len("/blobs/"):]
+	return rest[:i], ref, ref != "" && !strings.Contains(ref, "/")
 }
 
 // ociError writes an error in the distribution spec's JSON form (no body

@@ -1,0 +1,108 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"golang.org/x/sync/errgroup"
+)
+
+// warmParallelism is how many blobs of one image are fetched at once.
+const warmParallelism = 4
+
+// Image is an image Warm resolved and fetched.
+type Image struct {
+	// Digest is the manifest's digest for the node's platform.
+	Digest v1.Hash
+	// Blobs are its config and layers, each present and verified in the
+	// store (or the runtime's content store) when Warm returns.
+	Blobs []v1.Descriptor
+}
+
+// Size is the sum of the image's blob sizes.
+func (i Image) Size() int64 {
+	var n int64
+	for _, b := range i.Blobs {
+		n += b.Size
+	}
+	return n
+}
+
+// Resolve resolves image upstream with auth (nil: anonymous): tags and
+// manifests only ever come from the registry, so content is trusted by
+// the digests the registry named. It picks the node's platform in an
+// index.
+func (n *Node) Resolve(ctx context.Context, image string, auth authn.Authenticator) (Image, error) {
+	var opts []name.Option
+	ref, err := name.ParseReference(image)
+	if err != nil {
+		return Image{}, fmt.Errorf("parse image reference %q: %w", image, err)
+	}
+	for _, u := range n.cfg.Upstreams {
+		if u.Registry == ref.Context().RegistryStr() && u.Insecure {
+			opts = append(opts, name.Insecure)
+		}
+	}
+	if len(opts) > 0 {
+		if ref, err = name.ParseReference(image, opts...); err != nil {
+			return Image{}, fmt.Errorf("parse image reference %q: %w", image, err)
+		}
+	}
+	if auth == nil {
+		auth = authn.Anonymous
+	}
+	tr := n.cfg.Transport
+	if tr == nil {
+		tr = http.DefaultTransport
+	}
+	img, err := remote.Image(ref, remote.WithContext(ctx), remote.WithAuth(auth), remote.WithTransport(tr),
+		remote.WithPlatform(n.cfg.Platform))
+	if err != nil {
+		return Image{}, fmt.Errorf("resolve %s: %w", image, err)
+	}
+	m, err := img.Manifest()
+	if err != nil {
+		return Image{}, fmt.Errorf("resolve %s: manifest: %w", image, err)
+	}
+	d, err := img.Digest()
+	if err != nil {
+		return Image{}, fmt.Errorf("resolve %s: digest: %w", image, err)
+	}
+	out := Image{Digest: d, Blobs: append([]v1.Descriptor{m.Config}, m.Layers...)}
+	return out, nil
+}
+
+// Warm resolves image upstream (see Resolve) and fetches all its blobs
+// into the store through the swarm, remembering auth for the runtime's own
+// requests of the same repository while it pulls.
+func (n *Node) Warm(ctx context.Context, image string, auth authn.Authenticator) (Image, error) {
+	img, err := n.Resolve(ctx, image, auth)
+	if err != nil {
+		return Image{}, err
+	}
+	ref, _ := name.ParseReference(image)
+	o := n.origin(ref.Context().RegistryStr(), ref.Context().RepositoryStr())
+	if auth != nil {
+		o.Auth = auth
+		n.remember(o)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(warmParallelism)
+	for _, b := range img.Blobs {
+		if n.cfg.Runtime != nil {
+			if has, err := n.cfg.Runtime.Has(ctx, b.Digest); err == nil && has {
+				continue
+			}
+		}
+		g.Go(func() error { return n.fetcher.Fetch(gctx, b, o) })
+	}
+	if err := g.Wait(); err != nil {
+		return img, fmt.Errorf("warm %s: %w", image, err)
+	}
+	return img, nil
+}
