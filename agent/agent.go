@@ -26,6 +26,8 @@ import (
 	"github.com/shoal-io/shoal/agent/state"
 	"github.com/shoal-io/shoal/agent/work"
 	"github.com/shoal-io/shoal/cri"
+	imagewarmnode "github.com/shoal-io/shoal/imagewarm/node"
+	"github.com/shoal-io/shoal/imagewarm/tracker"
 	"github.com/shoal-io/shoal/internal/httpserve"
 	"github.com/shoal-io/shoal/protocol/nodework"
 	nodeworkv1 "github.com/shoal-io/shoal/protocol/nodework/v1"
@@ -59,6 +61,25 @@ type Options struct {
 	// MaxConcurrentPulls caps the image pulls (pull work items) that run
 	// at once on the node; 0 means work.DefaultMaxConcurrentPulls.
 	MaxConcurrentPulls int
+	// P2PPort is the image swarm's port on MeshAdvertise (peers and
+	// trackers); 0 disables the swarm and the registry mirror.
+	P2PPort int
+	// MirrorPort is the registry mirror's port on 127.0.0.1, named in the
+	// runtime's hosts.toml.
+	MirrorPort int
+	// MirrorRegistries are the registries the agent mirrors for the
+	// runtime.
+	MirrorRegistries []MirrorRegistry
+	// CertsDir is where containerd reads hosts.toml, as mounted in the
+	// agent; empty means HostRoot + containerd's own config_path.
+	CertsDir string
+	// ImageStoreQuota bounds the swarm's blob store in bytes (0: none).
+	ImageStoreQuota int64
+	// IngressBytesPerSecond and EgressBytesPerSecond bound the swarm's
+	// transfer rates (0: unbounded); MaxPeerUploads caps the uploads to
+	// peers at once (0: the swarm's default).
+	IngressBytesPerSecond, EgressBytesPerSecond int64
+	MaxPeerUploads                              int
 }
 
 // Run runs the agent until ctx ends.
@@ -78,30 +99,54 @@ func Run(ctx context.Context, o Options) error {
 	if maxPulls <= 0 {
 		maxPulls = work.DefaultMaxConcurrentPulls
 	}
-	runner := work.New(store, map[string]work.Handler{
-		nodework.KindNoop:     work.Noop{},
-		nodework.KindRecreate: work.NewRecreate(rt.get),
-		nodework.KindPull: work.NewPull(rt.get, work.NewPullSlots(maxPulls),
-			work.PullProgressMeter(cri.NewContentMeter(cri.WithPlatform(platform())))),
-	}, log)
-	reg.MustRegister(runner)
 
 	key, err := mesh.LoadKey(o.MeshKeyFile)
 	if err != nil {
 		return fmt.Errorf("mesh encryption key: %w", err)
 	}
-	_, metricsPort, _ := net.SplitHostPort(o.MetricsAddr)
+	// The mesh advertises the swarm's endpoint (peers and trackers), or
+	// the metrics endpoint when the swarm is off.
+	_, endpointPort, _ := net.SplitHostPort(o.MetricsAddr)
+	if o.P2PPort > 0 {
+		endpointPort = strconv.Itoa(o.P2PPort)
+	}
+	var swarmNode *imagewarmnode.Node
 	m, err := mesh.New(mesh.Config{
 		NodeName:      o.NodeName,
 		BindPort:      o.MeshBindPort,
 		AdvertiseAddr: o.MeshAdvertise,
 		Key:           key,
-		Meta:          mesh.Meta{Endpoint: net.JoinHostPort(o.MeshAdvertise, metricsPort), Zone: o.Zone, Version: o.Version, Arch: arch()},
+		Meta:          mesh.Meta{Endpoint: net.JoinHostPort(o.MeshAdvertise, endpointPort), Zone: o.Zone, Version: o.Version, Arch: arch()},
 		Registerer:    reg,
+		OnChange: func(mb mesh.Member, _ mesh.Event) {
+			if swarmNode != nil && (mb.State == mesh.StateDead || mb.State == mesh.StateLeft) {
+				swarmNode.Forget(mb.Name)
+			}
+		},
 	}, log)
 	if err != nil {
 		return fmt.Errorf("mesh: %w", err)
 	}
+
+	pullOpts := []work.PullOption{work.PullProgressMeter(cri.NewContentMeter(cri.WithPlatform(platform())))}
+	var setup *mirrorSetup
+	rc := &runtimeContent{rt: rt}
+	defer rc.close()
+	if o.P2PPort > 0 {
+		swarmNode, err = newImageSwarm(o, rc, tracker.MeshMembership(m), reg, log)
+		if err != nil {
+			return err
+		}
+		pullOpts = append(pullOpts, work.PullWarmer(swarmWarmer{n: swarmNode}))
+		setup = &mirrorSetup{o: o, rt: rt}
+		reg.MustRegister(setup)
+	}
+	runner := work.New(store, map[string]work.Handler{
+		nodework.KindNoop:     work.Noop{},
+		nodework.KindRecreate: work.NewRecreate(rt.get),
+		nodework.KindPull:     work.NewPull(rt.get, work.NewPullSlots(maxPulls), pullOpts...),
+	}, log)
+	reg.MustRegister(runner)
 
 	l := link.New(link.Config{
 		Address:    o.Coordinator,
@@ -140,6 +185,10 @@ func Run(ctx context.Context, o Options) error {
 	g.Go(func() error { return runner.Run(ctx) })
 	g.Go(func() error { return m.Run(ctx) })
 	g.Go(func() error { return l.Run(ctx) })
+	if swarmNode != nil {
+		g.Go(func() error { return swarmNode.Run(ctx) })
+		g.Go(func() error { return setup.run(ctx) })
+	}
 	g.Go(func() error {
 		return serveHTTP(ctx, o, reg, rt, m, func() error {
 			select {

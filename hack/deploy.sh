@@ -12,6 +12,8 @@
 #   SHOAL_PLATFORMS        platforms to build, separated by spaces or commas
 #                          (default linux/amd64 linux/arm64 linux/arm/v7)
 #   SHOAL_DEPLOY_TIMEOUT   seconds to wait for the rollout (default 180)
+#   SHOAL_MIRROR_REGISTRIES  the agents' --mirror-registries (default _default plus
+#                          the plain-HTTP test registry 172.31.250.1:5001)
 #   SHOAL_BUILD_FLAGS      more flags for hack/build-images (e.g. --src DIR)
 #   KUBECONFIG             default .cache/cluster/kubeconfig
 #   KUBECTL                default .cache/bin/kubectl, else kubectl on PATH
@@ -71,9 +73,16 @@ mkdir -p "$overlay"
     n=$((n + 1))
   done <"$images"
   [ "$n" = 2 ] || die "$images names $n of shoal-agent and shoal-coordinator, want both"
+  echo "patches:"
+  # The local cluster's test registry (plain HTTP, served by the e2e tests
+  # and make up) is mirrored through the agents too.
+  echo "- target: {kind: DaemonSet, name: shoal-agent}"
+  echo "  patch: |-"
+  echo "    - op: add"
+  echo "      path: /spec/template/spec/containers/0/args"
+  echo "      value: [\"--mirror-registries=${SHOAL_MIRROR_REGISTRIES:-_default,172.31.250.1:5001=http://172.31.250.1:5001}\"]"
   if [ "${SHOAL_TEST_WORK:-}" = 1 ]; then
     # e2e only: the coordinator turns labelled ConfigMaps into noop work.
-    echo "patches:"
     echo "- target: {kind: Deployment, name: shoal-coordinator}"
     echo "  patch: |-"
     echo "    - op: add"

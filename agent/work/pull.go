@@ -89,6 +89,7 @@ type Pull struct {
 	meter   cri.PullMeter
 	clock   clock.Clock
 	poll    time.Duration
+	warmer  Warmer
 
 	mu      sync.Mutex
 	flights map[flightKey]*pullFlight
@@ -110,6 +111,25 @@ func PullClock(c clock.Clock) PullOption {
 // cri.NewContentMeter()).
 func PullProgressMeter(m cri.PullMeter) PullOption {
 	return func(p *Pull) { p.meter = m }
+}
+
+// Warmer fetches an image's blobs alongside the runtime's pull, into the
+// node's registry mirror (the image swarm), with the pull's credentials:
+// the runtime's own requests through the mirror then find them there, in
+// flight or complete.
+type Warmer interface {
+	// Warm resolves image upstream with auth (nil: anonymous) and fetches
+	// its blobs; it is cancelled when the runtime's pull ends.
+	Warm(ctx context.Context, image string, auth *runtimeapi.AuthConfig) error
+	// Settle runs after a successful pull: the runtime now holds the
+	// blobs, so the mirror's own copies can go.
+	Settle(ctx context.Context)
+}
+
+// PullWarmer sets the Warmer that runs alongside every pull (default:
+// none; pulls go through the runtime alone).
+func PullWarmer(w Warmer) PullOption {
+	return func(p *Pull) { p.warmer = w }
 }
 
 // PullRuntimePoll sets how often an item looks for the runtime while
@@ -536,7 +556,12 @@ func (p *Pull) fly(ctx context.Context, f *pullFlight, rt *cri.Runtime, spec *no
 	}()
 
 	log.Info("Pulling image", "always", spec.GetAlways(), "credentials", len(auths))
+	stopWarm := p.warm(ctx, image, auths)
 	imageRef, err := pullWithAuths(ctx, rt, image, spec.GetAuths(), auths, sandboxConfig(spec))
+	stopWarm()
+	if err == nil && p.warmer != nil {
+		p.warmer.Settle(ctx)
+	}
 	stopSampling()
 	<-sampled
 	var imageID string
@@ -568,6 +593,30 @@ func (p *Pull) fly(ctx context.Context, f *pullFlight, rt *cri.Runtime, spec *no
 	}
 	f.imageID, f.err = imageID, err
 	close(f.done)
+}
+
+// warm starts the Warmer (if any) on image with the first credential and
+// returns the function that stops it once the runtime's pull is over.
+func (p *Pull) warm(ctx context.Context, image string, auths []*runtimeapi.AuthConfig) func() {
+	if p.warmer == nil {
+		return func() {}
+	}
+	var auth *runtimeapi.AuthConfig
+	if len(auths) > 0 {
+		auth = auths[0]
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := p.warmer.Warm(wctx, image, auth); err != nil && wctx.Err() == nil {
+			klog.FromContext(ctx).V(2).Info("Swarm warm-up failed; the runtime pulls upstream", "err", err.Error())
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // pullWithAuths pulls image with each credential in turn until one works;

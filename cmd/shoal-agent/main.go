@@ -53,11 +53,27 @@ func run(ctx context.Context, args []string) error {
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", ":9480", "address of /metrics, /healthz, /readyz, /inventory and /mesh")
 	fs.StringVar(&o.Zone, "zone", "", "the node's topology zone, if known")
 	fs.IntVar(&o.MaxConcurrentPulls, "max-concurrent-pulls", work.DefaultMaxConcurrentPulls, "most image pulls (ImagePullJob work) that run at once on the node")
+	fs.IntVar(&o.P2PPort, "p2p-port", 30020, "image swarm port on --mesh-advertise (peers and trackers); 0 turns the swarm and the registry mirror off")
+	fs.IntVar(&o.MirrorPort, "mirror-port", 30021, "registry mirror port on 127.0.0.1, written into containerd's hosts.toml")
+	mirrors := fs.String("mirror-registries", "_default", "registries to mirror for the runtime, comma-separated: host[:port], or host=http://server for a plain-HTTP registry; _default covers every registry without a hosts directory of its own")
+	fs.StringVar(&o.CertsDir, "containerd-certs-dir", "", "containerd's hosts.toml directory as mounted in the agent (empty: --host-root + containerd's config_path)")
+	fs.Int64Var(&o.ImageStoreQuota, "image-store-quota", 20<<30, "bytes the swarm's blob store may use under --state-dir/images (0: no quota)")
+	fs.Int64Var(&o.IngressBytesPerSecond, "ingress-bytes-per-second", 0, "cap on the swarm's download rate (0: none)")
+	fs.Int64Var(&o.EgressBytesPerSecond, "egress-bytes-per-second", 0, "cap on the swarm's upload rate to peers (0: none)")
+	fs.IntVar(&o.MaxPeerUploads, "max-peer-uploads", 0, "uploads to peers at once; more are answered 429 (0: the default, 4)")
 	fs.BoolVar(&o.Profiling, "profiling", false, "serve Go runtime profiles under /debug/pprof/ on --metrics-addr (unauthenticated)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	var err error
+	if o.MirrorRegistries, err = agent.ParseMirrorRegistries(*mirrors); err != nil {
+		return err
+	}
 	switch {
+	case o.P2PPort < 0 || o.P2PPort > 65535 || o.MirrorPort < 1 || o.MirrorPort > 65535:
+		return fmt.Errorf("--p2p-port must be 0 to 65535 and --mirror-port 1 to 65535")
+	case o.ImageStoreQuota < 0 || o.IngressBytesPerSecond < 0 || o.EgressBytesPerSecond < 0 || o.MaxPeerUploads < 0:
+		return fmt.Errorf("--image-store-quota, --ingress-bytes-per-second, --egress-bytes-per-second and --max-peer-uploads must not be negative")
 	case o.NodeName == "":
 		return fmt.Errorf("--node-name (or env NODE_NAME) is required")
 	case o.MeshAdvertise == "":

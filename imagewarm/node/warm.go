@@ -81,15 +81,20 @@ func (n *Node) Resolve(ctx context.Context, image string, auth authn.Authenticat
 // into the store through the swarm, remembering auth for the runtime's own
 // requests of the same repository while it pulls.
 func (n *Node) Warm(ctx context.Context, image string, auth authn.Authenticator) (Image, error) {
-	img, err := n.Resolve(ctx, image, auth)
+	ref, err := name.ParseReference(image)
 	if err != nil {
-		return Image{}, err
+		return Image{}, fmt.Errorf("parse image reference %q: %w", image, err)
 	}
-	ref, _ := name.ParseReference(image)
+	// Remembered first: the runtime's own requests for the blobs may
+	// reach the mirror before the manifest is resolved.
 	o := n.origin(ref.Context().RegistryStr(), ref.Context().RepositoryStr())
 	if auth != nil {
 		o.Auth = auth
 		n.remember(o)
+	}
+	img, err := n.Resolve(ctx, image, auth)
+	if err != nil {
+		return Image{}, err
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(warmParallelism)

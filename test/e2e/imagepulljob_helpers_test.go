@@ -337,8 +337,12 @@ func layerBytesTo(t *testing.T, reg *framework.Registry, ref string, nodes []cor
 	return out
 }
 
-// requirePulledBy checks that the registry served each of want the whole
-// of ref's layers (at least their size) and nothing to the other nodes.
+// requirePulledBy checks what the registry served of ref's layers:
+// nothing to the nodes outside want (the job does not select them) and,
+// when want is not empty, at least one copy in all to the nodes of want
+// and at most one copy per node of want. Through the agents' image swarm
+// one lease holder fetches a layer for every node that wants it, so which
+// of them the registry served is not fixed.
 func requirePulledBy(t *testing.T, reg *framework.Registry, ref string, nodes []corev1.Node, want ...string) {
 	t.Helper()
 	p, _ := reg.Pushed(ref)
@@ -347,12 +351,18 @@ func requirePulledBy(t *testing.T, reg *framework.Registry, ref string, nodes []
 	for _, w := range want {
 		wanted[w] = true
 	}
+	var total int64
 	for _, n := range nodes {
 		if wanted[n.Name] {
-			require.GreaterOrEqual(t, got[n.Name], p.Size(), "layers of %s served to %s (bytes by node: %v)", ref, n.Name, got)
+			total += got[n.Name]
 		} else {
 			require.Zero(t, got[n.Name], "layers of %s served to %s, which the job does not select (bytes by node: %v)", ref, n.Name, got)
 		}
+	}
+	if len(want) > 0 {
+		require.GreaterOrEqual(t, total, p.Size(), "layers of %s served to the nodes that pulled it (bytes by node: %v)", ref, got)
+		// A retried or resumed download may fetch a few bytes twice.
+		require.LessOrEqual(t, total, int64(len(want))*p.Size()+p.Size()/2, "layers of %s served more than once per node (bytes by node: %v)", ref, got)
 	}
 }
 

@@ -45,8 +45,9 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// TestImagePullJobParallelism: with every pull made slow (1 MiB/s per
-// blob, 2 layers of 4 MiB: about 4 s a node), parallelism 1 and 2 hold at
+// TestImagePullJobParallelism: with every pull from the registry made slow
+// (1 MiB/s per blob, 2 layers of 4 MiB: about 4 s; later nodes take the
+// image from their peers, faster), parallelism 1 and 2 hold at
 // every instant: status.active, the per-node view's Waiting+Pulling nodes,
 // sampled every 200 ms for the whole run, and the number of nodes the
 // registry serves at the same time, never exceed it; the job completes.
@@ -101,10 +102,10 @@ func TestImagePullJobParallelism(t *testing.T) {
 			require.Positive(t, maxActive+maxView, "the sampler never saw the job at work")
 			require.Positive(t, viewSamples, "the per-node view never answered")
 			requirePulledBy(t, reg, ref, nodes, nodeNames(nodes)...)
-			// The throttle makes a pull take ~4 s, so N nodes p at a time
-			// take at least about ceil(N/p) pulls' time.
-			rounds := (len(nodes) + p - 1) / p
-			require.Greater(t, took, time.Duration(rounds)*3*time.Second, "faster than %d rounds of throttled pulls: were they really one after another?", rounds)
+			// The throttle makes a pull from the registry take ~4 s. Through
+			// the agents' swarm only the first round is bound by it: later
+			// rounds take the image from the nodes that have it.
+			require.Greater(t, took, 3*time.Second, "faster than one throttled pull from the registry")
 		})
 	}
 }
@@ -177,7 +178,9 @@ func TestImagePullJobSurvivesAgentRestart(t *testing.T) {
 	waitPullView(ctx, t, f, "agent-restart", time.Minute, target.Name+" pulling", func(v *pullview.JobNodes) bool {
 		for _, s := range v.Nodes {
 			if s.Node == target.Name && s.Phase == pullview.PhasePulling {
-				return reg.BytesTo(pushed.Layers...)[nodeIP(target)] >= 512<<10
+				// The node's runtime holds part of the layers (from the
+				// registry or, through the swarm, from a peer).
+				return s.BytesDone >= 512<<10
 			}
 		}
 		return false
@@ -187,7 +190,7 @@ func TestImagePullJobSurvivesAgentRestart(t *testing.T) {
 	agent, ok := agents[target.Name]
 	require.True(t, ok, "no agent pod on %s", target.Name)
 	require.NoError(t, f.Kube.CoreV1().Pods(framework.ShoalNamespace).Delete(ctx, agent.Name, metav1.DeleteOptions{}))
-	t.Logf("deleted agent %s on %s after %d layer bytes were served to it", agent.Name, target.Name, reg.BytesTo(pushed.Layers...)[nodeIP(target)])
+	t.Logf("deleted agent %s on %s after %d layer bytes were served to it by the registry", agent.Name, target.Name, reg.BytesTo(pushed.Layers...)[nodeIP(target)])
 
 	done := waitPullJob(ctx, t, f, "agent-restart", pullJobTimeout, "completed", isComplete)
 	view, verr := pullJobView(ctx, f, "agent-restart")

@@ -1,0 +1,278 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/prometheus/client_golang/prometheus"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/shoal-io/shoal/cri"
+	"github.com/shoal-io/shoal/imagewarm/blobserver"
+	"github.com/shoal-io/shoal/imagewarm/mirror"
+	"github.com/shoal-io/shoal/imagewarm/node"
+	"github.com/shoal-io/shoal/imagewarm/tracker"
+)
+
+// MirrorRegistry is one registry the agent mirrors for the runtime: Host
+// as in image references (or "_default" for every registry without a
+// hosts directory of its own), Server its upstream URL when it is not
+// https://<Host> (a plain-HTTP registry).
+type MirrorRegistry struct {
+	Host, Server string
+}
+
+// ParseMirrorRegistries parses --mirror-registries: a comma-separated list
+// of host or host=scheme://server.
+func ParseMirrorRegistries(s string) ([]MirrorRegistry, error) {
+	var out []MirrorRegistry
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		host, server, _ := strings.Cut(item, "=")
+		if host == "" || strings.ContainsAny(host, "/ ") {
+			return nil, fmt.Errorf("--mirror-registries: %q is not a registry host[:port] (or _default)", item)
+		}
+		if server != "" {
+			u, err := url.Parse(server)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return nil, fmt.Errorf("--mirror-registries: %q: the upstream must be http:// or https://host[:port]", item)
+			}
+		}
+		out = append(out, MirrorRegistry{Host: host, Server: server})
+	}
+	return out, nil
+}
+
+// runtimeContent reads the runtime's content store through containerd's
+// content API once the runtime is known (it is node.RuntimeContent).
+type runtimeContent struct {
+	rt *runtimeConn
+
+	mu sync.Mutex
+	cs *cri.ContentStore
+}
+
+// store returns the content store, or an error while the runtime is not
+// containerd (or not connected).
+func (r *runtimeContent) store() (*cri.ContentStore, error) {
+	rt, err := r.rt.get()
+	if err != nil {
+		return nil, err
+	}
+	if rt.Name() != cri.RuntimeContainerd {
+		return nil, fmt.Errorf("runtime %s: %w", rt.Name(), fs.ErrNotExist)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cs == nil {
+		cs, err := cri.NewContentStore(rt.Endpoint().Path(), "")
+		if err != nil {
+			return nil, err
+		}
+		r.cs = cs
+	}
+	return r.cs, nil
+}
+
+// OpenBlob implements blobserver.BlobSource.
+func (r *runtimeContent) OpenBlob(ctx context.Context, d v1.Hash) (blobserver.SourceBlob, error) {
+	cs, err := r.store()
+	if err != nil {
+		return nil, fmt.Errorf("open %s in the runtime's content store: %w", d, errors.Join(err, fs.ErrNotExist))
+	}
+	return cs.Open(ctx, d.String())
+}
+
+// Has implements node.RuntimeContent.
+func (r *runtimeContent) Has(ctx context.Context, d v1.Hash) (bool, error) {
+	cs, err := r.store()
+	if err != nil {
+		return false, nil
+	}
+	return cs.Has(ctx, d.String())
+}
+
+// close closes the content store connection.
+func (r *runtimeContent) close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cs != nil {
+		_ = r.cs.Close()
+	}
+}
+
+// newImageSwarm builds the node's swarm member: peers and trackers on
+// MeshAdvertise:P2PPort, the runtime's mirror on 127.0.0.1:MirrorPort.
+func newImageSwarm(o Options, rc *runtimeContent, members tracker.Membership, reg prometheus.Registerer, log klog.Logger) (*node.Node, error) {
+	peerL, err := net.Listen("tcp", net.JoinHostPort(o.MeshAdvertise, strconv.Itoa(o.P2PPort)))
+	if err != nil {
+		return nil, fmt.Errorf("image swarm peer listener: %w", err)
+	}
+	mirrorL, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(o.MirrorPort)))
+	if err != nil {
+		_ = peerL.Close()
+		return nil, fmt.Errorf("image swarm mirror listener: %w", err)
+	}
+	var ups []node.Upstream
+	for _, m := range o.MirrorRegistries {
+		if strings.HasPrefix(m.Server, "http://") {
+			ups = append(ups, node.Upstream{Registry: m.Host, Insecure: true})
+		}
+	}
+	n, err := node.New(node.Config{
+		Name: o.NodeName, Zone: o.Zone, Listener: peerL, RuntimeListener: mirrorL,
+		StoreDir: filepath.Join(o.StateDir, "images"), QuotaBytes: o.ImageStoreQuota,
+		Members: members, Upstreams: ups, Runtime: rc, Platform: platform(),
+		IngressBytesPerSecond: o.IngressBytesPerSecond, EgressBytesPerSecond: o.EgressBytesPerSecond,
+		MaxPeerUploads: o.MaxPeerUploads, Registerer: reg, Logger: log,
+	})
+	if err != nil {
+		_ = peerL.Close()
+		_ = mirrorL.Close()
+		return nil, err
+	}
+	return n, nil
+}
+
+// mirrorConfigDesc describes shoal_agent_mirror_config.
+var mirrorConfigDesc = prometheus.NewDesc("shoal_agent_mirror_config",
+	"1 when the runtime's setting named by check lets the agent work as the node's registry mirror and share the runtime's blobs: "+
+		"config_path (containerd reads hosts.toml from the certs dir the agent writes), "+
+		"keeps_layers (discard_unpacked_layers is off, so peers can be served from containerd's content store), "+
+		"installed (the agent's hosts.toml entries are written).",
+	[]string{"check"}, nil)
+
+// mirrorSetup checks the runtime's registry configuration and writes the
+// agent's hosts.toml entries; it reports what it found as a metric and in
+// the log, and retries until ctx ends when the runtime is not there yet.
+type mirrorSetup struct {
+	o  Options
+	rt *runtimeConn
+
+	mu     sync.Mutex
+	checks map[string]bool
+}
+
+// Describe implements prometheus.Collector.
+func (s *mirrorSetup) Describe(ch chan<- *prometheus.Desc) { ch <- mirrorConfigDesc }
+
+// Collect implements prometheus.Collector.
+func (s *mirrorSetup) Collect(ch chan<- prometheus.Metric) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, ok := range s.checks {
+		v := 0.0
+		if ok {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(mirrorConfigDesc, prometheus.GaugeValue, v, k)
+	}
+}
+
+// run installs the mirror once the runtime is connected.
+func (s *mirrorSetup) run(ctx context.Context) error {
+	log := klog.FromContext(ctx).WithName("mirror")
+	for {
+		wait := 10 * time.Second
+		if _, err := s.rt.get(); err != nil {
+			wait = time.Second // the runtime connects within seconds of a start
+		} else if err := s.install(ctx, log); err == nil {
+			return nil
+		} else {
+			log.Info("Registry mirror not set up yet; retrying in 10s", "reason", err.Error())
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// install checks the runtime and writes the hosts.toml entries.
+func (s *mirrorSetup) install(ctx context.Context, log klog.Logger) error {
+	rt, err := s.rt.get()
+	if err != nil {
+		return err
+	}
+	checks := map[string]bool{}
+	defer func() {
+		s.mu.Lock()
+		s.checks = checks
+		s.mu.Unlock()
+	}()
+	certs := s.o.CertsDir
+	if rt.Name() == cri.RuntimeContainerd {
+		rc, err := rt.RegistryConfig(ctx)
+		switch {
+		case err != nil:
+			log.Info("Could not read containerd's registry settings", "err", err.Error())
+		case rc.Known:
+			checks["keeps_layers"] = !rc.DiscardUnpackedLayers
+			if rc.DiscardUnpackedLayers {
+				log.Info("WARNING: containerd has discard_unpacked_layers = true: it deletes layers once unpacked, so this node cannot serve peers the images it holds; set it to false")
+			}
+			paths := filepath.SplitList(rc.ConfigPath)
+			checks["config_path"] = len(paths) > 0
+			if len(paths) == 0 {
+				log.Info("WARNING: containerd has no registry config_path: it ignores hosts.toml, so pulls do not go through the agent; set [plugins.\"io.containerd.grpc.v1.cri\".registry] config_path = \"/etc/containerd/certs.d\"")
+			} else if certs == "" {
+				certs = filepath.Join(s.o.HostRoot, paths[0])
+			}
+		}
+	}
+	if certs == "" {
+		return errors.New("no certs dir: containerd's config_path is unknown and --containerd-certs-dir is not set")
+	}
+	if _, err := os.Stat(certs); err != nil {
+		return fmt.Errorf("certs dir %s (mount the host's certs dir there): %w", certs, err)
+	}
+	endpoint := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(s.o.MirrorPort))
+	for _, m := range s.o.MirrorRegistries {
+		changed, err := mirror.Install(certs, mirror.Mirror{Registry: m.Host, Server: m.Server, Endpoint: endpoint})
+		if err != nil {
+			return fmt.Errorf("install the mirror for %s: %w", m.Host, err)
+		}
+		if changed {
+			log.Info("Registry mirror installed", "registry", m.Host, "certsDir", certs, "endpoint", endpoint)
+		}
+	}
+	checks["installed"] = true
+	return nil
+}
+
+// swarmWarmer adapts the node to the pull handler's Warmer.
+type swarmWarmer struct{ n *node.Node }
+
+// Warm implements work.Warmer.
+func (w swarmWarmer) Warm(ctx context.Context, image string, auth *runtimeapi.AuthConfig) error {
+	var a authn.Authenticator
+	if auth != nil {
+		a = authn.FromConfig(authn.AuthConfig{Username: auth.GetUsername(), Password: auth.GetPassword(), Auth: auth.GetAuth(),
+			IdentityToken: auth.GetIdentityToken(), RegistryToken: auth.GetRegistryToken()})
+	}
+	_, err := w.n.Warm(ctx, image, a)
+	return err
+}
+
+// Settle implements work.Warmer: after the runtime committed an image,
+// the store drops its own copies.
+func (w swarmWarmer) Settle(ctx context.Context) { w.n.ReleaseHeldByRuntime(ctx) }
