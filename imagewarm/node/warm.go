@@ -2,18 +2,38 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"golang.org/x/sync/errgroup"
 )
 
 // warmParallelism is how many blobs of one image are fetched at once.
 const warmParallelism = 4
+
+// resolveAttempts bounds the tries of a manifest resolve that fails with a
+// transient error (429, 5xx, a connection error): about 20 s in all.
+const resolveAttempts = 6
+
+// transient reports whether a registry error is worth retrying: a 429 or
+// 5xx status, or no HTTP answer at all.
+func transient(err error) bool {
+	var te *transport.Error
+	if errors.As(err, &te) {
+		return te.StatusCode == http.StatusTooManyRequests || te.StatusCode >= 500
+	}
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF)
+}
 
 // Image is an image Warm resolved and fetched.
 type Image struct {
@@ -60,10 +80,23 @@ func (n *Node) Resolve(ctx context.Context, image string, auth authn.Authenticat
 	if tr == nil {
 		tr = http.DefaultTransport
 	}
-	img, err := remote.Image(ref, remote.WithContext(ctx), remote.WithAuth(auth), remote.WithTransport(tr),
-		remote.WithPlatform(n.cfg.Platform))
-	if err != nil {
-		return Image{}, fmt.Errorf("resolve %s: %w", image, err)
+	var img v1.Image
+	for attempt := 1; ; attempt++ {
+		img, err = remote.Image(ref, remote.WithContext(ctx), remote.WithAuth(auth), remote.WithTransport(tr),
+			remote.WithPlatform(n.cfg.Platform))
+		if err == nil {
+			break
+		}
+		if attempt >= resolveAttempts || !transient(err) {
+			return Image{}, fmt.Errorf("resolve %s: %w", image, err)
+		}
+		wait := time.Duration(1<<min(attempt-1, 3)) * 500 * time.Millisecond
+		n.log.V(2).Info("Resolving failed; retrying", "image", image, "attempt", attempt, "after", wait, "err", err.Error())
+		select {
+		case <-ctx.Done():
+			return Image{}, fmt.Errorf("resolve %s: %w", image, ctx.Err())
+		case <-time.After(wait):
+		}
 	}
 	m, err := img.Manifest()
 	if err != nil {
