@@ -22,7 +22,7 @@ SHOAL_REGISTRY ?= 172.31.250.1:5000
 IMAGE_TAG ?= dev
 
 .PHONY: help build test test-unit test-e2e e2e e2e-kind verify generate up clean \
-	cluster-up cluster-down cluster-env images deploy bench-nodework bench-imagepull bench-agent bench-crr $(SHOAL_CLUSTER)
+	cluster-up cluster-down cluster-env images deploy bench-nodework bench-imagepull bench-p2p bench-agent bench-crr $(SHOAL_CLUSTER)
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -81,6 +81,9 @@ bench-nodework: ## Node-work benchmark: 1,000 simulated agents against one coord
 
 bench-imagepull: ## ImagePullJob benchmark: one job over 1,000 simulated agents; dispatch, completion, API writes, coordinator CPU and memory.
 	SHOAL_BENCH=imagepull hack/bench-nodework.sh
+
+bench-p2p: ## Image swarm benchmark: 16 agent processes warm a 256 MiB image; swarm vs spegel-like vs naive, 4 scenarios (about an hour).
+	hack/bench-p2p.sh
 
 bench-crr: ## ContainerRecreateRequest latency (p50/p95 and stages) on the running local cluster.
 	hack/bench-crr.sh

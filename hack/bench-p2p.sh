@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# make bench-p2p: the image-swarm benchmark (test/bench/p2p). N node
+# processes on loopback addresses 127.0.0.x, each with token buckets of B
+# bytes/s for ingress and egress, warm an image of S MiB from an in-process
+# registry throttled to R; swarm, spegel-like and naive side by side in the
+# scenarios cold, parallelism, partial and faults. It prints a table and
+# one RESULT line per mode and scenario, and writes completion CDF plots.
+#
+# Parameters (environment; defaults are the issue's goal configuration,
+# with B = R = 8 MiB/s, where the calibration finds the run network-bound):
+#   P2P_N P2P_SIZE_MIB P2P_LAYERS P2P_B_MIB P2P_R_MIB P2P_PARALLELISM
+#   P2P_MODES (swarm,spegel-like,naive) P2P_SCENARIOS (cold,parallelism,partial,faults)
+#   P2P_OUT (default .cache/bench-p2p: plots, node logs, bench.log)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export GOCACHE=${GOCACHE:-$PWD/.cache/go-build} GOMODCACHE=${GOMODCACHE:-$PWD/.cache/go-mod} GOFLAGS=${GOFLAGS:--modcacherw}
+export P2P_OUT=${P2P_OUT:-$PWD/.cache/bench-p2p}
+mkdir -p "$P2P_OUT"
+echo "bench-p2p: output in $P2P_OUT (bench.log, cdf-*.png, logs/)"
+SHOAL_BENCH=p2p go test -count=1 -run TestP2PBenchmark -v -timeout 3h ./test/bench/p2p/ 2>&1 | tee "$P2P_OUT/bench.log"

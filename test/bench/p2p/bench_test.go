@@ -1,0 +1,316 @@
+package p2p
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The benchmark's parameters, from the environment (make bench-p2p sets
+// none: these defaults are the goal configuration).
+type params struct {
+	N           int     // nodes
+	SizeMiB     int     // image size S
+	Layers      int     // layers of the image
+	BMiB        float64 // per-node bandwidth B, MiB/s (ingress and egress)
+	RMiB        float64 // registry egress R, MiB/s
+	Parallelism int     // k of the parallelism scenario
+	Modes       []string
+	Scenarios   []string
+	Out         string // where the plots and results go
+}
+
+func envInt(k string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(k)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+func envFloat(k string, def float64) float64 {
+	if v, err := strconv.ParseFloat(os.Getenv(k), 64); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+func envList(k string, def []string) []string {
+	if v := os.Getenv(k); v != "" {
+		return strings.Split(v, ",")
+	}
+	return def
+}
+
+func loadParams() params {
+	p := params{
+		N: envInt("P2P_N", 16), SizeMiB: envInt("P2P_SIZE_MIB", 256), Layers: envInt("P2P_LAYERS", 4),
+		BMiB: envFloat("P2P_B_MIB", 8), Parallelism: envInt("P2P_PARALLELISM", 4),
+		Modes:     envList("P2P_MODES", []string{"swarm", "spegel-like", "naive"}),
+		Scenarios: envList("P2P_SCENARIOS", []string{"cold", "parallelism", "partial", "faults"}),
+		Out:       os.Getenv("P2P_OUT"),
+	}
+	p.RMiB = envFloat("P2P_R_MIB", p.BMiB)
+	if p.Out == "" {
+		p.Out = filepath.Join(os.TempDir(), "shoal-bench-p2p")
+	}
+	return p
+}
+
+const mib = 1 << 20
+
+// TestP2PBenchmark is make bench-p2p. It is skipped unless SHOAL_BENCH=p2p.
+func TestP2PBenchmark(t *testing.T) {
+	if os.Getenv("SHOAL_BENCH") != "p2p" {
+		t.Skip("set SHOAL_BENCH=p2p (make bench-p2p) to run the P2P benchmark")
+	}
+	p := loadParams()
+	require.NoError(t, os.MkdirAll(p.Out, 0o755))
+	bin := buildNode(t)
+	h := &harness{t: t, p: p, bin: bin}
+
+	h.calibrate()
+	results := map[string][]*runResult{} // scenario -> per mode
+	for _, sc := range p.Scenarios {
+		for _, mode := range p.Modes {
+			r := h.run(mode, sc)
+			results[sc] = append(results[sc], r)
+			r.printRow(os.Stdout)
+		}
+		var series []cdfSeries
+		for _, r := range results[sc] {
+			series = append(series, cdfSeries{Name: r.mode, Values: r.durations()})
+		}
+		path := filepath.Join(p.Out, "cdf-"+sc+".png")
+		require.NoError(t, writeCDFPNG(path, fmt.Sprintf("%s: completion CDF, N=%d S=%dMiB B=%gMiB/s R=%gMiB/s", sc, p.N, p.SizeMiB, p.BMiB, p.RMiB),
+			"seconds from the node's start", series))
+		fmt.Printf("plot: %s\n", path)
+	}
+	fmt.Println()
+	printTable(os.Stdout, h, p, results)
+	for _, sc := range p.Scenarios {
+		for _, r := range results[sc] {
+			fmt.Println(r.resultLine())
+		}
+	}
+	// Correctness holds in every run; the performance goals are reported,
+	// not asserted (a benchmark, not a test).
+	for _, rs := range results {
+		for _, r := range rs {
+			require.Zero(t, r.corrupted, "%s/%s committed corrupted blobs", r.mode, r.scenario)
+			require.Empty(t, r.failed, "%s/%s: nodes failed", r.mode, r.scenario)
+		}
+	}
+}
+
+// buildNode builds the node binary into the test's temp dir.
+func buildNode(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "node")
+	cmd := exec.Command("go", "build", "-o", bin, "./node")
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	require.NoError(t, cmd.Run(), "build the node binary")
+	return bin
+}
+
+// harness runs the scenarios.
+type harness struct {
+	t   *testing.T
+	p   params
+	bin string
+	// cpuPerGiB is the calibration: CPU-seconds (nodes + registry) per GiB
+	// delivered to a node.
+	cpuPerGiB float64
+	seq       int
+}
+
+// tStar is the physical limit max(S/R, S/B) for need bytes.
+func (h *harness) tStar(need, upstream int64) float64 {
+	return math.Max(float64(upstream)/(h.p.RMiB*mib), float64(need)/(h.p.BMiB*mib))
+}
+
+// calibrate measures the CPU cost of delivering a GiB through the swarm
+// with two unshaped nodes (one fetches from the registry, the other from
+// it: every byte is received, stored, hashed and served once, as in a
+// swarm run), and says whether the runs will be CPU-bound.
+func (h *harness) calibrate() {
+	t := h.t
+	reg := startRegistry(t, registryOptions{})
+	img := reg.pushImage(t, "bench/calib", "v1", h.layers(1000))
+	nodes := h.startNodes(reg, 2, "swarm", nil, nil)
+	self0, err := readProcSelf()
+	require.NoError(t, err)
+	var cpu0 float64
+	for _, np := range nodes {
+		ps, err := readProc(np.cmd.Process.Pid)
+		require.NoError(t, err)
+		cpu0 += ps.CPUSeconds
+	}
+	start := time.Now()
+	for _, np := range nodes {
+		np.warm(img.Ref)
+	}
+	for _, np := range nodes {
+		d := np.wait(t, 5*time.Minute)
+		require.Empty(t, d.err)
+	}
+	took := time.Since(start)
+	var cpu float64
+	for _, np := range nodes {
+		ps, err := readProc(np.cmd.Process.Pid)
+		require.NoError(t, err)
+		cpu += ps.CPUSeconds
+	}
+	cpu -= cpu0
+	self1, err := readProcSelf()
+	require.NoError(t, err)
+	h.stopNodes(nodes)
+	gib := 2 * float64(img.Size()) / (1 << 30)
+	h.cpuPerGiB = (cpu + self1.CPUSeconds - self0.CPUSeconds) / gib
+	tCPU := float64(h.p.N) * float64(h.p.SizeMiB) / 1024 * h.cpuPerGiB / 2
+	tStar := h.tStar(img.Size(), img.Size())
+	fmt.Printf("calibration: two unshaped swarm nodes: %.0f MiB each in %.2f s, %.2f CPU-s per GiB delivered (nodes %.2f s, registry and harness %.2f s)\n",
+		float64(img.Size())/mib, took.Seconds(), h.cpuPerGiB, cpu, self1.CPUSeconds-self0.CPUSeconds)
+	verdict := "network-bound (T_cpu < 50% of T*)"
+	if tCPU >= 0.5*tStar {
+		verdict = "WARNING: CPU-bound (T_cpu >= 50% of T*): lower B or N"
+	}
+	fmt.Printf("calibration: N=%d S=%d MiB B=%g MiB/s: T_cpu = N*S*c/2 cores = %.1f s vs T* = %.1f s: %s\n", h.p.N, h.p.SizeMiB, h.p.BMiB, tCPU, tStar, verdict)
+}
+
+// layers returns the image's layers; seed picks their content.
+func (h *harness) layers(seed uint64) []layerSpec {
+	total := int64(h.p.SizeMiB) * mib
+	out := make([]layerSpec, h.p.Layers)
+	for i := range out {
+		out[i] = layerSpec{Size: total / int64(h.p.Layers), Seed: seed + uint64(i)}
+	}
+	return out
+}
+
+// runResult is one mode × scenario.
+type runResult struct {
+	mode, scenario string
+	n              int
+	sizeMiB        float64
+	nodes          []nodeResult
+	tAll           float64
+	upstreamBytes  int64
+	unionNeed      int64 // bytes no node held at the start (α's denominator)
+	peakStreams    int
+	rejected       int64
+	corrupted      int
+	failed         []string
+	cpuSeconds     float64 // nodes and registry
+	deliveredBytes int64
+	restarts       int
+}
+
+// nodeResult is one node's part of a run.
+type nodeResult struct {
+	name       string
+	start      float64 // seconds after t0
+	duration   float64 // from its start to verified
+	need       int64   // bytes it lacked
+	tStar      float64
+	cpu        float64
+	peakRSS    int64
+	served     float64
+	received   float64
+	memberlist float64
+	trackerRPC float64
+	dupBytes   float64
+	blacklist  float64
+	mismatches float64
+	badPieces  float64
+}
+
+func (r *runResult) durations() []float64 {
+	out := make([]float64, len(r.nodes))
+	for i, n := range r.nodes {
+		out[i] = n.duration
+	}
+	return out
+}
+
+// etas returns every node's η = T*_i/duration_i, sorted best first.
+func (r *runResult) etas() []float64 {
+	out := make([]float64, len(r.nodes))
+	for i, n := range r.nodes {
+		out[i] = n.tStar / n.duration
+	}
+	sort.Sort(sort.Reverse(sort.Float64Slice(out)))
+	return out
+}
+
+// quantile of sorted values (nearest rank).
+func quantile(sorted []float64, q float64) float64 {
+	if len(sorted) == 0 {
+		return math.NaN()
+	}
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+func (r *runResult) etaP(q float64) float64 { return quantile(r.etas(), q) }
+
+func (r *runResult) durP(q float64) float64 {
+	d := r.durations()
+	sort.Float64s(d)
+	return quantile(d, q)
+}
+
+// cpuUse is the share of the machine's 2 cores the run used.
+func (r *runResult) cpuUse() float64 { return r.cpuSeconds / (2 * r.tAll) }
+
+func (r *runResult) alpha() float64 { return float64(r.upstreamBytes) / float64(r.unionNeed) }
+
+func (r *runResult) resultLine() string {
+	return fmt.Sprintf("RESULT mode=%s scenario=%s n=%d size_mib=%g eta_p50=%.3f eta_p99=%.3f alpha=%.3f t_all_s=%.2f",
+		r.mode, r.scenario, r.n, r.sizeMiB, r.etaP(0.5), r.etaP(0.99), r.alpha(), r.tAll)
+}
+
+func (r *runResult) printRow(w io.Writer) {
+	fmt.Fprintf(w, "%-11s %-11s T_all %7.2f s  p50 %7.2f  p99 %7.2f  max %7.2f  eta p50 %.3f p99 %.3f  alpha %.3f  CPU %3.0f%% of 2 cores  restarts %d\n",
+		r.mode, r.scenario, r.tAll, r.durP(0.5), r.durP(0.99), r.durP(1), r.etaP(0.5), r.etaP(0.99), r.alpha(), r.cpuUse()*100, r.restarts)
+}
+
+// printTable prints the full table of every run.
+func printTable(w io.Writer, h *harness, p params, results map[string][]*runResult) {
+	fmt.Fprintf(w, "N=%d S=%d MiB (%d layers) B=%g MiB/s R=%g MiB/s; T*=max(S/R,S/B)=%.1f s; T_naive=max(S/B,N*S/R)=%.1f s; calibration %.2f CPU-s/GiB\n",
+		p.N, p.SizeMiB, p.Layers, p.BMiB, p.RMiB, float64(p.SizeMiB)/math.Min(p.BMiB, p.RMiB),
+		math.Max(float64(p.SizeMiB)/p.BMiB, float64(p.N*p.SizeMiB)/p.RMiB), h.cpuPerGiB)
+	fmt.Fprintln(w, "| scenario | mode | T_all s | p50 s | p99 s | max s | η p50 | η p99 | T_naive/T_all | α | upstream req peak | served max/mean MiB | dup MiB | CPU-s/GiB | CPU use | peak RSS MiB (max) | memberlist KiB/node | tracker RPCs/node | blacklistings | digest mismatches | bad pieces | corrupted |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	tNaive := math.Max(float64(p.SizeMiB)/p.BMiB, float64(p.N*p.SizeMiB)/p.RMiB)
+	for _, sc := range p.Scenarios {
+		for _, r := range results[sc] {
+			var servedMax, servedSum, dup, rss, ml, rpc, bl, mm, bad float64
+			for _, n := range r.nodes {
+				servedMax = math.Max(servedMax, n.served)
+				servedSum += n.served
+				dup += n.dupBytes
+				rss = math.Max(rss, float64(n.peakRSS))
+				ml += n.memberlist
+				rpc += n.trackerRPC
+				bl += n.blacklist
+				mm += n.mismatches
+				bad += n.badPieces
+			}
+			k := float64(len(r.nodes))
+			fmt.Fprintf(w, "| %s | %s | %.2f | %.2f | %.2f | %.2f | %.3f | %.3f | %.2f | %.3f | %d | %.0f/%.0f | %.1f | %.2f | %.0f%% | %.0f | %.1f | %.0f | %.0f | %.0f | %.0f | %d |\n",
+				sc, r.mode, r.tAll, r.durP(0.5), r.durP(0.99), r.durP(1), r.etaP(0.5), r.etaP(0.99), tNaive/r.tAll, r.alpha(),
+				r.peakStreams, servedMax/mib, servedSum/k/mib, dup/mib, r.cpuSeconds/(float64(r.deliveredBytes)/(1<<30)),
+				r.cpuUse()*100, rss/mib, ml/k/1024, rpc/k, bl, mm, bad, r.corrupted)
+		}
+	}
+}

@@ -1,0 +1,286 @@
+package p2p
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/stretchr/testify/require"
+)
+
+// images are the benchmark's images, pushed once to the shared registry.
+type images struct {
+	reg    *benchRegistry
+	v1, v2 benchImage // v2 shares its first half of layers with v1
+}
+
+var (
+	imagesOnce sync.Once
+	shared     images
+)
+
+// registry returns the shared, throttled registry with v1 and v2.
+func (h *harness) registry() images {
+	imagesOnce.Do(func() {
+		reg := startRegistry(h.t, registryOptions{BytesPerSecond: int64(h.p.RMiB * mib)})
+		l1 := h.layers(1)
+		l2 := h.layers(101)
+		copy(l2, l1[:len(l1)/2]) // the base layers
+		shared = images{reg: reg, v1: reg.pushImage(h.t, "bench/app", "v1", l1), v2: reg.pushImage(h.t, "bench/app", "v2", l2)}
+	})
+	return shared
+}
+
+// run runs one scenario in one mode.
+func (h *harness) run(mode, scenario string) *runResult {
+	t := h.t
+	imgs := h.registry()
+	reg := imgs.reg
+	p := h.p
+	img := imgs.v1
+	if scenario == "partial" {
+		img = imgs.v2
+	}
+	res := &runResult{mode: mode, scenario: scenario, n: p.N, sizeMiB: float64(img.Size()) / mib}
+	bw := int64(p.BMiB * mib)
+	slow, poisoned := -1, -1
+	kills := map[int]bool{}
+	if scenario == "faults" {
+		slow, poisoned = 1, 2
+		for i := p.N - max(1, p.N/4); i < p.N; i++ {
+			kills[i] = true
+		}
+	}
+	// What each node holds at the start: in the partial scenario the first
+	// half holds v1, whose blobs are put in their stores before they start.
+	held := make([]map[v1.Hash]bool, p.N)
+	for i := range held {
+		held[i] = map[v1.Hash]bool{}
+		if scenario == "partial" && i < p.N/2 {
+			for _, b := range imgs.v1.Blobs() {
+				held[i][b.Digest] = true
+			}
+		}
+	}
+	nodes := h.startNodes(reg, p.N, mode, func(i int) []string {
+		egress := bw
+		if i == slow {
+			egress = bw / 10 // a slow uploader: hedging must route around it
+		}
+		f := []string{"--ingress", fmt.Sprint(bw), "--egress", fmt.Sprint(egress)}
+		if i == poisoned {
+			f = append(f, "--poison")
+		}
+		if extra := os.Getenv("P2P_NODE_FLAGS"); extra != "" {
+			f = append(f, strings.Fields(extra)...)
+		}
+		if dir := os.Getenv("P2P_CPUPROFILE_DIR"); dir != "" {
+			f = append(f, "--cpuprofile", filepath.Join(dir, fmt.Sprintf("%s-%s-%d.pprof", mode, scenario, i)))
+		}
+		return f
+	}, func(i int, dir string) {
+		for d := range held[i] {
+			writeBlob(t, reg, dir, "bench/app", d)
+		}
+	})
+	defer h.stopNodes(nodes)
+
+	anyHeld := map[v1.Hash]bool{}
+	for i := range held {
+		for d := range held[i] {
+			anyHeld[d] = true
+		}
+	}
+	for _, b := range img.Blobs() {
+		if !anyHeld[b.Digest] {
+			res.unionNeed += b.Size
+		}
+	}
+
+	reg.resetStats()
+	self0, err := readProcSelf()
+	require.NoError(t, err)
+	cpu0 := make([]float64, len(nodes))
+	for i, np := range nodes {
+		ps, err := readProc(np.cmd.Process.Pid)
+		require.NoError(t, err)
+		cpu0[i] = ps.CPUSeconds
+	}
+	t0 := time.Now()
+	starts := make([]time.Time, p.N)
+	next := 0
+	launch := func() {
+		starts[next] = time.Now()
+		nodes[next].warm(img.Ref)
+		next++
+	}
+	k := p.N
+	if scenario == "parallelism" {
+		k = min(p.Parallelism, p.N)
+	}
+	for range k {
+		launch()
+	}
+	var faultTimers []*time.Timer
+	if scenario == "faults" {
+		faultTimers = append(faultTimers,
+			time.AfterFunc(2*time.Second, func() { reg.failFor(5*time.Second, 429) }),
+			time.AfterFunc(7*time.Second, func() { reg.failFor(5*time.Second, 503) }))
+	}
+	defer func() {
+		for _, ft := range faultTimers {
+			ft.Stop()
+		}
+	}()
+
+	res.nodes = make([]nodeResult, p.N)
+	finished := make([]bool, p.N)
+	killed := map[int]bool{}
+	limit := time.Duration(3*float64(p.N)*res.sizeMiB/p.RMiB*float64(time.Second)) + 2*time.Minute
+	deadline := time.Now().Add(limit)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	trace := os.Getenv("P2P_TRACE") != ""
+	lastTrace := time.Now()
+	for remaining := p.N; remaining > 0; {
+		if trace && time.Since(lastTrace) >= 2*time.Second {
+			lastTrace = time.Now()
+			lo, hi := int64(math.MaxInt64), int64(0)
+			for _, np := range nodes {
+				lo, hi = min(lo, np.progress.Load()), max(hi, np.progress.Load())
+			}
+			fmt.Printf("trace %5.1fs upstream %6.1f MiB  node progress min %6.1f max %6.1f MiB\n",
+				time.Since(t0).Seconds(), float64(reg.stats().BlobBytes)/mib, float64(lo)/mib, float64(hi)/mib)
+		}
+		require.True(t, time.Now().Before(deadline), "%s/%s: %d nodes unfinished after %s", mode, scenario, remaining, limit)
+		<-tick.C
+		for i, np := range nodes {
+			if i >= next || finished[i] {
+				continue
+			}
+			select {
+			case d := <-np.done:
+				finished[i] = true
+				remaining--
+				if d.err != "" {
+					res.failed = append(res.failed, np.name+": "+d.err)
+				}
+				res.nodes[i] = nodeResult{name: np.name, start: starts[i].Sub(t0).Seconds(), duration: d.at.Sub(starts[i]).Seconds()}
+				res.tAll = math.Max(res.tAll, d.at.Sub(t0).Seconds())
+				if next < p.N {
+					launch()
+				}
+			default:
+				need := needOf(img, held[i])
+				if kills[i] && !killed[i] && np.progress.Load() >= need/2 {
+					killed[i] = true
+					res.restarts++
+					np.kill()
+					np.start(t)
+					<-np.ready
+					np.warm(img.Ref)
+				}
+			}
+		}
+	}
+	// Measure before stopping.
+	for i, np := range nodes {
+		need := needOf(img, held[i])
+		nr := &res.nodes[i]
+		nr.need = need
+		upNeed := int64(0)
+		for _, b := range img.Blobs() {
+			if !anyHeld[b.Digest] && !held[i][b.Digest] {
+				upNeed += b.Size
+			}
+		}
+		nr.tStar = h.tStar(need, upNeed)
+		ps, err := readProc(np.cmd.Process.Pid)
+		require.NoError(t, err)
+		nr.cpu = ps.CPUSeconds + np.cpuBefore - cpu0[i]
+		nr.peakRSS = ps.PeakRSSBytes
+		c := np.ask(t, "stats")["counters"].(map[string]any)
+		get := func(k string) float64 { v, _ := c[k].(float64); return v }
+		nr.served = get("shoal_agent_blob_served_bytes_total")
+		nr.received = get("shoal_agent_swarm_received_bytes_total")
+		nr.memberlist = get("memberlist_sent_bytes")
+		nr.trackerRPC = get("shoal_agent_tracker_client_rpcs_total")
+		nr.dupBytes = get("shoal_agent_swarm_duplicate_bytes_total")
+		nr.blacklist = get("shoal_agent_swarm_blacklistings_total")
+		nr.mismatches = get("shoal_agent_swarm_digest_mismatches_total")
+		nr.badPieces = get("shoal_agent_swarm_bad_pieces_total")
+		res.cpuSeconds += nr.cpu
+		res.deliveredBytes += need
+	}
+	self1, err := readProcSelf()
+	require.NoError(t, err)
+	res.cpuSeconds += self1.CPUSeconds - self0.CPUSeconds
+	st := reg.stats()
+	res.upstreamBytes, res.peakStreams, res.rejected = st.BlobBytes, st.PeakStreams, st.Rejected
+	for _, np := range nodes {
+		bad, missing := verifyStore(t, np.storeDir(), img)
+		res.corrupted += bad
+		if missing > 0 {
+			res.failed = append(res.failed, fmt.Sprintf("%s: %d blobs missing from the store", np.name, missing))
+		}
+	}
+	return res
+}
+
+// needOf is the bytes of img a node lacks.
+func needOf(img benchImage, held map[v1.Hash]bool) int64 {
+	var n int64
+	for _, b := range img.Blobs() {
+		if !held[b.Digest] {
+			n += b.Size
+		}
+	}
+	return n
+}
+
+// writeBlob puts blob d of repo into a store directory as a complete blob.
+func writeBlob(t require.TestingT, reg *benchRegistry, dir, repo string, d v1.Hash) {
+	r := reg.lookupRepo(repo)
+	require.NotNil(t, r)
+	b, ok := r.blobs[d.String()]
+	require.True(t, ok, "blob %s", d)
+	p := filepath.Join(dir, "blobs", "sha256", d.Hex)
+	require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+	require.NoError(t, os.WriteFile(p, b.data, 0o644))
+}
+
+// verifyStore hashes every committed blob of a node's store: bad counts
+// files whose content does not match their name, missing the image's
+// blobs not there.
+func verifyStore(t require.TestingT, dir string, img benchImage) (bad, missing int) {
+	blobs := filepath.Join(dir, "blobs", "sha256")
+	entries, err := os.ReadDir(blobs)
+	require.NoError(t, err)
+	have := map[string]bool{}
+	for _, e := range entries {
+		f, err := os.Open(filepath.Join(blobs, e.Name()))
+		require.NoError(t, err)
+		hsh := sha256.New()
+		_, err = io.Copy(hsh, f)
+		_ = f.Close()
+		require.NoError(t, err)
+		if hex.EncodeToString(hsh.Sum(nil)) != e.Name() {
+			bad++
+		}
+		have[e.Name()] = true
+	}
+	for _, b := range img.Blobs() {
+		if !have[b.Digest.Hex] {
+			missing++
+		}
+	}
+	return bad, missing
+}
