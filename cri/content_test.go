@@ -15,18 +15,14 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	contentapi "github.com/containerd/containerd/api/services/content/v1"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -37,6 +33,7 @@ import (
 
 	"github.com/shoal-io/shoal/cri"
 	"github.com/shoal-io/shoal/imagewarm/mirror"
+	"github.com/shoal-io/shoal/internal/containerdtest"
 )
 
 // blobContent is containerd's content service as far as a ContentStore
@@ -403,154 +400,10 @@ func TestRegistryConfig(t *testing.T) {
 	}
 }
 
-// Integration test: a private containerd (as in agent/work's pull test)
-// pulls an image from an in-process registry; the agent's mirror entry is
+// Integration test: a private containerd (internal/containerdtest) pulls
+// an image from an in-process registry; the agent's mirror entry is
 // installed ahead of the registry's own hosts.toml entry, and the blobs
 // containerd committed are then read back through a ContentStore.
-
-// ctrd is a containerd of the test's own: own root, state, socket and
-// registry config directory, the CRI plugin, overlayfs.
-type ctrd struct {
-	dir, sock, log, certs string
-}
-
-// startCtrd starts a private containerd, or skips the test when that
-// cannot be done here (no binary, not root, no mounts).
-func startCtrd(t *testing.T) *ctrd {
-	t.Helper()
-	bin, err := exec.LookPath("containerd")
-	if err != nil {
-		t.Skip("containerd is not installed")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("a private containerd needs root")
-	}
-	dir, err := os.MkdirTemp("", "shoal-ctrd-") // short: the socket path is bounded
-	require.NoError(t, err)
-	probe := filepath.Join(dir, "mount-probe")
-	require.NoError(t, os.Mkdir(probe, 0o755))
-	if err := unix.Mount("tmpfs", probe, "tmpfs", 0, "size=1m"); err != nil {
-		_ = os.RemoveAll(dir)
-		t.Skipf("cannot mount here (%v): a private containerd could not unpack layers", err)
-	}
-	require.NoError(t, unix.Unmount(probe, 0))
-	c := &ctrd{dir: dir, sock: filepath.Join(dir, "containerd.sock"), log: filepath.Join(dir, "containerd.log"), certs: filepath.Join(dir, "certs.d")}
-	require.NoError(t, os.MkdirAll(c.certs, 0o755))
-	cfg := fmt.Sprintf(`version = 2
-root = %[1]q
-state = %[2]q
-
-[grpc]
-  address = %[3]q
-
-[ttrpc]
-  address = %[4]q
-
-[plugins."io.containerd.internal.v1.opt"]
-  path = %[5]q
-
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "127.0.0.1:1/pause:unused"
-  restrict_oom_score_adj = true
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = %[6]q
-    conf_dir = %[7]q
-  [plugins."io.containerd.grpc.v1.cri".registry]
-    config_path = %[8]q
-`, filepath.Join(dir, "root"), filepath.Join(dir, "state"), c.sock, c.sock+".ttrpc", filepath.Join(dir, "opt"),
-		filepath.Join(dir, "cni", "bin"), filepath.Join(dir, "cni", "net.d"), c.certs)
-	cfgPath := filepath.Join(dir, "config.toml")
-	require.NoError(t, os.WriteFile(cfgPath, []byte(cfg), 0o644))
-	logf, err := os.Create(c.log)
-	require.NoError(t, err)
-	cmd := exec.Command(bin, "--config", cfgPath)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	require.NoError(t, cmd.Start())
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		_ = logf.Close()
-		if t.Failed() {
-			c.dumpLog(t)
-		}
-		unmountAllUnder(t, dir)
-		if err := os.RemoveAll(dir); err != nil {
-			t.Errorf("clean up the private containerd: %v", err)
-		}
-	})
-	return c
-}
-
-func (c *ctrd) dumpLog(t *testing.T) {
-	data, err := os.ReadFile(c.log)
-	if err != nil {
-		return
-	}
-	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-	t.Logf("containerd log (last lines):\n%s", strings.Join(lines[max(0, len(lines)-40):], "\n"))
-}
-
-// unmountAllUnder unmounts whatever is still mounted under dir, deepest
-// first.
-func unmountAllUnder(t *testing.T, dir string) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return
-	}
-	defer func() { _ = f.Close() }()
-	var mounts []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) > 4 && (fields[4] == dir || strings.HasPrefix(fields[4], dir+"/")) {
-			mounts = append(mounts, fields[4])
-		}
-	}
-	slices.SortFunc(mounts, func(a, b string) int { return len(b) - len(a) })
-	for _, m := range mounts {
-		if err := unix.Unmount(m, unix.MNT_DETACH); err != nil {
-			t.Logf("unmount %s: %v", m, err)
-		}
-	}
-}
-
-// connect waits (bounded polling) for the private containerd's CRI.
-func (c *ctrd) connect(t *testing.T) *cri.Runtime {
-	t.Helper()
-	_, ctx := ktesting.NewTestContext(t)
-	var rt *cri.Runtime
-	var last error
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if _, err := os.Stat(c.sock); err == nil {
-			if rt, last = cri.Connect(ctx, cri.Endpoint{Name: cri.RuntimeContainerd, Address: "unix://" + c.sock}, 10*time.Second); last == nil {
-				break
-			}
-		}
-		timer := time.NewTimer(50 * time.Millisecond)
-		<-timer.C
-	}
-	if rt == nil {
-		c.dumpLog(t)
-		t.Fatalf("containerd's CRI did not come up: %v", last)
-	}
-	t.Cleanup(func() { _ = rt.Close(context.Background()) })
-	if _, err := rt.ImageService().ImageFsInfo(ctx); err != nil {
-		c.dumpLog(t)
-		t.Skipf("containerd's CRI image service is not usable here: %v", err)
-	}
-	return rt
-}
 
 // recordingProxy forwards to the registry at host and records the paths
 // and ns parameters of the requests it gets: a stand-in for the agent's
@@ -588,20 +441,16 @@ func TestContentStoreWithContainerd(t *testing.T) {
 	}
 	_, ctx := ktesting.NewTestContext(t)
 	reg := startRegistry(t, "", "")
-	c := startCtrd(t)
-
 	// The cluster's own config for the plain-HTTP registry, then the
 	// agent's entry put ahead of it.
-	regHosts := filepath.Join(c.certs, reg.host, mirror.FileName)
-	require.NoError(t, os.MkdirAll(filepath.Dir(regHosts), 0o755))
-	require.NoError(t, os.WriteFile(regHosts, []byte(fmt.Sprintf(
-		"server = \"http://%[1]s\"\n\n[host.\"http://%[1]s\"]\n  capabilities = [\"pull\", \"resolve\"]\n", reg.host)), 0o644))
+	c := containerdtest.Start(t, containerdtest.Options{PlainHTTPRegistries: []string{reg.host}})
+	regHosts := filepath.Join(c.CertsDir, reg.host, mirror.FileName)
 	proxy := startRecordingProxy(t, reg.host)
-	changed, err := mirror.Install(c.certs, mirror.Mirror{Registry: reg.host, Endpoint: proxy.url})
+	changed, err := mirror.Install(c.CertsDir, mirror.Mirror{Registry: reg.host, Endpoint: proxy.url})
 	require.NoError(t, err)
 	require.True(t, changed)
 
-	rt := c.connect(t)
+	rt := c.Connect(ctx, t)
 	require.Equal(t, cri.RuntimeContainerd, rt.Name())
 	t.Logf("containerd %s, registry %s, mirror %s", rt.Version(), reg.host, proxy.url)
 
@@ -646,7 +495,7 @@ func TestContentStoreWithContainerd(t *testing.T) {
 	})
 
 	t.Run("committed layers read back", func(t *testing.T) {
-		cs := newContentStore(t, c.sock, "")
+		cs := newContentStore(t, c.Socket, "")
 		for _, l := range m.Layers {
 			has, err := cs.Has(ctx, l.Digest.String())
 			require.NoError(t, err)
@@ -674,13 +523,13 @@ func TestContentStoreWithContainerd(t *testing.T) {
 		has, err := cs.Has(ctx, absent)
 		require.NoError(t, err)
 		require.False(t, has)
-		_, err = newContentStore(t, c.sock, "no-such-namespace").Open(ctx, m.Layers[0].Digest.String())
+		_, err = newContentStore(t, c.Socket, "no-such-namespace").Open(ctx, m.Layers[0].Digest.String())
 		require.ErrorIs(t, err, fs.ErrNotExist, "blobs are per namespace")
 	})
 
 	t.Run("registry config", func(t *testing.T) {
 		rc, err := rt.RegistryConfig(ctx)
 		require.NoError(t, err)
-		require.Equal(t, cri.RegistryConfig{ConfigPath: c.certs, Known: true}, rc)
+		require.Equal(t, cri.RegistryConfig{ConfigPath: c.CertsDir, Known: true}, rc)
 	})
 }

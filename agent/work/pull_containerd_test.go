@@ -1,7 +1,6 @@
 package work
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -9,14 +8,10 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -27,13 +22,13 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/shoal-io/shoal/cri"
+	"github.com/shoal-io/shoal/internal/containerdtest"
 	"github.com/shoal-io/shoal/protocol/nodework"
 	nodeworkv1 "github.com/shoal-io/shoal/protocol/nodework/v1"
 )
@@ -172,156 +167,10 @@ func (w *throttledWriter) Write(p []byte) (int, error) {
 
 func discardLog() *log.Logger { return log.New(io.Discard, "", 0) }
 
-// privateContainerd is a containerd of the test's own: own root, state,
-// socket and registry config, the CRI plugin, overlayfs.
-type privateContainerd struct {
-	dir  string
-	sock string
-	log  string
-}
-
-func startContainerd(t *testing.T, registryHost string) *privateContainerd {
+// ingests lists c's active ingests in the k8s.io namespace.
+func ingests(t *testing.T, c *containerdtest.Containerd) []*contentapi.Status {
 	t.Helper()
-	bin, err := exec.LookPath("containerd")
-	if err != nil {
-		t.Skip("containerd is not installed")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("a private containerd needs root")
-	}
-	dir, err := os.MkdirTemp("", "shoal-ctrd-") // short: the socket path is bounded
-	require.NoError(t, err)
-	// Unpacking layers mounts; without the privilege to, skip.
-	probe := filepath.Join(dir, "mount-probe")
-	require.NoError(t, os.Mkdir(probe, 0o755))
-	if err := unix.Mount("tmpfs", probe, "tmpfs", 0, "size=1m"); err != nil {
-		_ = os.RemoveAll(dir)
-		t.Skipf("cannot mount here (%v): a private containerd could not unpack layers", err)
-	}
-	require.NoError(t, unix.Unmount(probe, 0))
-	c := &privateContainerd{dir: dir, sock: filepath.Join(dir, "containerd.sock"), log: filepath.Join(dir, "containerd.log")}
-	hostsDir := filepath.Join(dir, "certs.d", registryHost)
-	require.NoError(t, os.MkdirAll(hostsDir, 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(hostsDir, "hosts.toml"), []byte(fmt.Sprintf(
-		"server = \"http://%[1]s\"\n\n[host.\"http://%[1]s\"]\n  capabilities = [\"pull\", \"resolve\"]\n", registryHost)), 0o644))
-	cfg := fmt.Sprintf(`version = 2
-root = %[1]q
-state = %[2]q
-
-[grpc]
-  address = %[3]q
-
-[ttrpc]
-  address = %[4]q
-
-[plugins."io.containerd.internal.v1.opt"]
-  path = %[5]q
-
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "127.0.0.1:1/pause:unused"
-  restrict_oom_score_adj = true
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = %[6]q
-    conf_dir = %[7]q
-  [plugins."io.containerd.grpc.v1.cri".registry]
-    config_path = %[8]q
-`, filepath.Join(dir, "root"), filepath.Join(dir, "state"), c.sock, c.sock+".ttrpc", filepath.Join(dir, "opt"),
-		filepath.Join(dir, "cni", "bin"), filepath.Join(dir, "cni", "net.d"), filepath.Join(dir, "certs.d"))
-	cfgPath := filepath.Join(dir, "config.toml")
-	require.NoError(t, os.WriteFile(cfgPath, []byte(cfg), 0o644))
-	logf, err := os.Create(c.log)
-	require.NoError(t, err)
-	cmd := exec.Command(bin, "--config", cfgPath)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	require.NoError(t, cmd.Start())
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		_ = logf.Close()
-		if t.Failed() {
-			c.dumpLog(t)
-		}
-		unmountUnder(t, dir)
-		if err := os.RemoveAll(dir); err != nil {
-			t.Errorf("clean up the private containerd: %v", err)
-		}
-	})
-	return c
-}
-
-func (c *privateContainerd) dumpLog(t *testing.T) {
-	data, err := os.ReadFile(c.log)
-	if err != nil {
-		return
-	}
-	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-	t.Logf("containerd log (last lines):\n%s", strings.Join(lines[max(0, len(lines)-40):], "\n"))
-}
-
-// unmountUnder unmounts whatever is still mounted under dir, deepest first.
-func unmountUnder(t *testing.T, dir string) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return
-	}
-	defer func() { _ = f.Close() }()
-	var mounts []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) > 4 && (fields[4] == dir || strings.HasPrefix(fields[4], dir+"/")) {
-			mounts = append(mounts, fields[4])
-		}
-	}
-	slices.SortFunc(mounts, func(a, b string) int { return len(b) - len(a) })
-	for _, m := range mounts {
-		if err := unix.Unmount(m, unix.MNT_DETACH); err != nil {
-			t.Logf("unmount %s: %v", m, err)
-		}
-	}
-}
-
-// connect waits for the private containerd's CRI to answer.
-func (c *privateContainerd) connect(t *testing.T, ctx context.Context) *cri.Runtime {
-	t.Helper()
-	var rt *cri.Runtime
-	var last error
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if _, err := os.Stat(c.sock); err == nil {
-			if rt, last = cri.Connect(ctx, cri.Endpoint{Name: cri.RuntimeContainerd, Address: "unix://" + c.sock}, 10*time.Second); last == nil {
-				break
-			}
-		}
-		timer := time.NewTimer(50 * time.Millisecond) // bounded polling for the daemon to come up
-		<-timer.C
-	}
-	if rt == nil {
-		c.dumpLog(t)
-		t.Fatalf("containerd's CRI did not come up: %v", last)
-	}
-	t.Cleanup(func() { _ = rt.Close(context.Background()) })
-	if _, err := rt.ImageService().ImageFsInfo(ctx); err != nil {
-		c.dumpLog(t)
-		t.Skipf("containerd's CRI image service is not usable here: %v", err)
-	}
-	return rt
-}
-
-// ingests lists containerd's active ingests in the k8s.io namespace.
-func (c *privateContainerd) ingests(t *testing.T) []*contentapi.Status {
-	t.Helper()
-	conn, err := grpc.NewClient("unix://"+c.sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient("unix://"+c.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
 	defer func() { _ = conn.Close() }()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -360,8 +209,8 @@ func TestPullWithContainerd(t *testing.T) {
 	}
 	_, ctx := ktesting.NewTestContext(t)
 	reg := startBlobRegistry(t)
-	ctrd := startContainerd(t, reg.host)
-	rt := ctrd.connect(t, ctx)
+	ctrd := containerdtest.Start(t, containerdtest.Options{PlainHTTPRegistries: []string{reg.host}})
+	rt := ctrd.Connect(ctx, t)
 	require.Equal(t, cri.RuntimeContainerd, rt.Name())
 	t.Logf("containerd %s, registry %s", rt.Version(), reg.host)
 
@@ -433,7 +282,7 @@ func TestPullWithContainerd(t *testing.T) {
 		first := reg.sent.Load()
 		var left []string
 		var leftBytes int64
-		for _, st := range ctrd.ingests(t) {
+		for _, st := range ingests(t, ctrd) {
 			left = append(left, fmt.Sprintf("%s at %d/%d", st.GetRef(), st.GetOffset(), st.GetTotal()))
 			leftBytes += st.GetOffset()
 		}

@@ -14,10 +14,10 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/shoal-io/shoal/imagewarm/store"
+	"github.com/shoal-io/shoal/internal/metricstest"
 )
 
 // pullCall is one call of a PullThrough hook.
@@ -53,34 +53,6 @@ func (p *pullHook) recorded() []pullCall {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]pullCall(nil), p.calls...)
-}
-
-// metricValue sums the samples of metric name in reg whose labels include
-// every name=value pair of labels.
-func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	samples:
-		for _, m := range mf.GetMetric() {
-			have := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				have[lp.GetName()] = lp.GetValue()
-			}
-			for k, v := range labels {
-				if have[k] != v {
-					continue samples
-				}
-			}
-			sum += m.GetCounter().GetValue()
-		}
-	}
-	return sum
 }
 
 // ociCode returns the first error code of an OCI error body.
@@ -160,8 +132,8 @@ func TestPullThroughCutThrough(t *testing.T) {
 	require.Equal(t, "library/some/app", calls[0].name, "the repository, slashes included")
 	require.Equal(t, d, calls[0].d)
 	require.Equal(t, testNS, calls[0].query.Get("ns"))
-	require.Equal(t, 1.0, metricValue(t, h.reg, MetricPullThrough, map[string]string{"result": "started"}))
-	require.Zero(t, metricValue(t, h.reg, MetricPullThrough, map[string]string{"result": "refused"}))
+	require.Equal(t, 1.0, metricstest.Sum(t, h.reg, MetricPullThrough, map[string]string{"result": "started"}))
+	require.Zero(t, metricstest.Sum(t, h.reg, MetricPullThrough, map[string]string{"result": "refused"}))
 
 	// Once verified, the blob is served from the store without the hook.
 	r := do(t, http.MethodGet, pullURL(h.local.URL, d), "")
@@ -219,8 +191,8 @@ func TestPullThroughNotCalled(t *testing.T) {
 				require.Equal(t, "BLOB_UNKNOWN", ociCode(t, body))
 			}
 			require.Len(t, hook.recorded(), tc.wantCalls)
-			require.Equal(t, tc.wantStarted, metricValue(t, h.reg, MetricPullThrough, map[string]string{"result": "started"}))
-			require.Equal(t, tc.wantRefused, metricValue(t, h.reg, MetricPullThrough, map[string]string{"result": "refused"}))
+			require.Equal(t, tc.wantStarted, metricstest.Sum(t, h.reg, MetricPullThrough, map[string]string{"result": "started"}))
+			require.Equal(t, tc.wantRefused, metricstest.Sum(t, h.reg, MetricPullThrough, map[string]string{"result": "refused"}))
 		})
 	}
 }
@@ -278,7 +250,7 @@ func TestSpreadWindow(t *testing.T) {
 			refused++
 		}
 	}
-	require.Equal(t, float64(refused), metricValue(t, h.reg, MetricSpreadRefused, nil))
+	require.Equal(t, float64(refused), metricstest.Sum(t, h.reg, MetricSpreadRefused, nil))
 
 	// After the window the piece is given again.
 	require.Eventually(t, func() bool {
@@ -288,7 +260,7 @@ func TestSpreadWindow(t *testing.T) {
 		}
 		return code == http.StatusPartialContent
 	}, 5*time.Second, 10*time.Millisecond)
-	require.Equal(t, float64(refused), metricValue(t, h.reg, MetricSpreadRefused, nil))
+	require.Equal(t, float64(refused), metricstest.Sum(t, h.reg, MetricSpreadRefused, nil))
 
 	t.Run("verified blobs are never refused", func(t *testing.T) {
 		for _, i := range []int{3, 4, 5} {
@@ -304,7 +276,7 @@ func TestSpreadWindow(t *testing.T) {
 			require.Equal(t, http.StatusPartialContent, r.code)
 			require.Equal(t, other[:1000], r.body)
 		}
-		require.Equal(t, float64(refused), metricValue(t, h.reg, MetricSpreadRefused, nil))
+		require.Equal(t, float64(refused), metricstest.Sum(t, h.reg, MetricSpreadRefused, nil))
 	})
 }
 

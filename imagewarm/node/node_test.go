@@ -33,6 +33,7 @@ import (
 	"github.com/shoal-io/shoal/imagewarm/store"
 	"github.com/shoal-io/shoal/imagewarm/swarm"
 	"github.com/shoal-io/shoal/imagewarm/tracker"
+	"github.com/shoal-io/shoal/internal/metricstest"
 )
 
 // testRegistry is an in-memory OCI registry on plain HTTP that counts the
@@ -171,27 +172,10 @@ type testNode struct {
 	peerGets    atomic.Int64
 }
 
-// counter sums the samples of a counter whose labels include labels.
+// counter sums the samples of a metric whose labels include labels.
 func (tn *testNode) counter(t *testing.T, name string, labels map[string]string) float64 {
 	t.Helper()
-	mfs, err := tn.metrics.Gather()
-	require.NoError(t, err)
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	samples:
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if v, ok := labels[lp.GetName()]; ok && v != lp.GetValue() {
-					continue samples
-				}
-			}
-			sum += m.GetCounter().GetValue()
-		}
-	}
-	return sum
+	return metricstest.Sum(t, tn.metrics, name, labels)
 }
 
 // startNodes builds count nodes that know each other (a static

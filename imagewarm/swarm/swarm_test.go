@@ -25,6 +25,7 @@ import (
 	"github.com/shoal-io/shoal/imagewarm/store"
 	"github.com/shoal-io/shoal/imagewarm/swarm"
 	"github.com/shoal-io/shoal/imagewarm/tracker"
+	"github.com/shoal-io/shoal/internal/metricstest"
 )
 
 // upstream is a registry serving one blob with Range, counting the bytes
@@ -188,19 +189,10 @@ func (f *flipWriter) Write(p []byte) (int, error) {
 	return f.ResponseWriter.Write(q)
 }
 
+// counter sums the samples of the node's metric name.
 func (nd *node) counter(t *testing.T, name string) float64 {
 	t.Helper()
-	mfs, err := nd.reg.Gather()
-	require.NoError(t, err)
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			for _, m := range mf.GetMetric() {
-				sum += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return sum
+	return metricstest.Sum(t, nd.reg, name, nil)
 }
 
 // requireVerified checks that the node holds the blob, verified, with the

@@ -6,7 +6,9 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"image"
 	"image/color"
+	"image/draw"
 	"image/png"
 	"io"
 	"math"
@@ -466,14 +468,13 @@ func TestWriteCDFPNG(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, plotWidth, img.Bounds().Dx())
 			require.Equal(t, plotHeight, img.Bounds().Dy())
+			rgba := image.NewRGBA(img.Bounds())
+			draw.Draw(rgba, rgba.Bounds(), img, img.Bounds().Min, draw.Src)
 			colours := map[color.RGBA]bool{}
-			b := img.Bounds()
-			for y := b.Min.Y; y < b.Max.Y; y++ {
-				for x := b.Min.X; x < b.Max.X; x++ {
-					c := color.RGBAModel.Convert(img.At(x, y)).(color.RGBA)
-					if c != plotBackground {
-						colours[c] = true
-					}
+			for i := 0; i+3 < len(rgba.Pix); i += 4 {
+				c := color.RGBA{R: rgba.Pix[i], G: rgba.Pix[i+1], B: rgba.Pix[i+2], A: rgba.Pix[i+3]}
+				if c != plotBackground {
+					colours[c] = true
 				}
 			}
 			require.GreaterOrEqual(t, len(colours), 3, "distinct non-white colours")
