@@ -92,7 +92,7 @@ func TestP2PBenchmark(t *testing.T) {
 		}
 		path := filepath.Join(p.Out, "cdf-"+sc+".png")
 		require.NoError(t, writeCDFPNG(path, fmt.Sprintf("%s: completion CDF, N=%d S=%dMiB B=%gMiB/s R=%gMiB/s", sc, p.N, p.SizeMiB, p.BMiB, p.RMiB),
-			"seconds from the node's start", series))
+			"seconds, each node from its own start", series))
 		fmt.Printf("plot: %s\n", path)
 	}
 	fmt.Println()
