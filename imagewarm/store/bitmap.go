@@ -214,14 +214,18 @@ func (b Bitmap) MarshalBinary() ([]byte, error) {
 
 // appendBinary appends the MarshalBinary encoding of b to dst.
 func (b Bitmap) appendBinary(dst []byte) []byte {
-	dst = binary.AppendUvarint(dst, uint64(b.n))
-	start := len(dst)
-	dst = append(dst, make([]byte, (b.n+7)/8)...)
-	out := dst[start:]
+	return append(binary.AppendUvarint(dst, uint64(b.n)), b.Bytes()...)
+}
+
+// Bytes returns the bitmap as (Len()+7)/8 bytes, piece i in bit 7-(i%8)
+// of byte i/8 (the first piece is the high bit of the first byte): the
+// trackers' wire form.
+func (b Bitmap) Bytes() []byte {
+	out := make([]byte, (b.n+7)/8)
 	for i := range b.All() {
 		out[i/8] |= 0x80 >> (uint(i) % 8)
 	}
-	return dst
+	return out
 }
 
 // maxBitmapLen bounds the length UnmarshalBinary accepts (a 1 TiB blob in

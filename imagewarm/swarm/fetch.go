@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"slices"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -76,7 +75,6 @@ type job struct {
 	lookupFails    int
 	looked         bool // a lookup answered at least once
 	hashesKnown    bool
-	lease          tracker.LeaseState
 	leaseHeld      bool
 	lastLeaseTry   time.Time
 	upRunning      bool
@@ -87,7 +85,6 @@ type job struct {
 	upBackoff      time.Time
 	upProgress     chan struct{}
 	mismatches     int
-	duplicates     int           // duplicate requests in flight (approximately)
 	pieceTime      time.Duration // moving average of a piece request's duration
 	announced      int
 	lastAnnounce   time.Time
@@ -117,11 +114,10 @@ type request struct {
 
 // result is a piece request's outcome.
 type result struct {
-	req        *request
-	data       []byte
-	err        error
-	status     int
-	retryAfter time.Duration
+	req    *request
+	data   []byte
+	err    error
+	status int
 }
 
 // lookupResult is a lookup's outcome.
@@ -159,8 +155,7 @@ func (f *Fetcher) fetch(ctx context.Context, d v1.Descriptor, o Origin) error {
 	}
 	j.upPos.Store(-1)
 	if b.Verified() {
-		j.finish(ctx)
-		return nil
+		return nil // announced as complete by the trackers' re-announcements
 	}
 	return j.run(ctx)
 }
@@ -172,7 +167,9 @@ func (j *job) run(ctx context.Context) error {
 	defer tick.Stop()
 	for {
 		now := time.Now()
-		if j.b.Complete() && !j.upRunning {
+		// One copy of the bitmap per pass: every step below reads it.
+		bm := j.b.Bitmap()
+		if bm.Full() && !j.upRunning {
 			done, err := j.commit(ctx)
 			if done {
 				return err
@@ -188,11 +185,11 @@ func (j *job) run(ctx context.Context) error {
 		if j.f.cfg.Mode != Naive && !j.looking && (j.lastLookup.IsZero() || now.Sub(j.lastLookup) >= every) {
 			j.startLookup(ctx, now)
 		}
-		j.schedule(ctx, now)
-		if err := j.maybeUpstream(ctx, now); err != nil {
+		j.schedule(ctx, bm, now)
+		if err := j.maybeUpstream(ctx, bm, now); err != nil {
 			return err
 		}
-		j.maybeAnnounce(ctx, now)
+		j.maybeAnnounce(ctx, bm, now)
 		select {
 		case r := <-j.results:
 			j.handle(ctx, r)
@@ -256,7 +253,6 @@ func (j *job) applyLookup(ctx context.Context, lr lookupResult) {
 		return
 	}
 	j.lookupFails, j.looked = 0, true
-	j.lease = lr.res.Lease
 	seen := make(map[string]bool, len(lr.res.Holders))
 	for _, h := range lr.res.Holders {
 		if h.Node == j.f.cfg.Self || (j.f.cfg.Mode == SpegelLike && !h.Complete) {
@@ -286,12 +282,7 @@ func (j *job) applyLookup(ctx context.Context, lr lookupResult) {
 // takeHashes gives the blob published piece hashes; pieces already present
 // that do not match are dropped and their senders blacklisted.
 func (j *job) takeHashes(ctx context.Context, p *tracker.PieceHashes) {
-	h, ok := storeHashes(p)
-	if !ok || h.PieceSize != j.ps || len(h.Sums) != j.n {
-		j.log.V(2).Info("Ignoring piece hashes of another geometry", "publisher", p.Publisher)
-		return
-	}
-	bad, err := j.b.SetPieceHashes(h)
+	bad, err := j.b.SetPieceHashes(storeHashes(p))
 	if err != nil {
 		j.log.Info("Could not take piece hashes", "publisher", p.Publisher, "err", err.Error())
 		return
@@ -314,7 +305,7 @@ func (j *job) eligible(h *holder, now time.Time) bool {
 
 // schedule sends piece requests while there is room: the rarest missing
 // pieces first, then duplicates of slow or last pieces.
-func (j *job) schedule(ctx context.Context, now time.Time) {
+func (j *job) schedule(ctx context.Context, bm store.Bitmap, now time.Time) {
 	if j.f.cfg.Mode == Naive || j.requests >= j.f.cfg.MaxInflight || len(j.holders) == 0 {
 		return
 	}
@@ -331,7 +322,7 @@ func (j *job) schedule(ctx context.Context, now time.Time) {
 	type cand struct{ piece, count int }
 	var cands []cand
 	missing := 0
-	for i := range j.b.Bitmap().Missing() {
+	for i := range bm.Missing() {
 		missing++
 		if len(j.inflight[i]) > 0 || (up >= 0 && i >= up && i < up+2) {
 			continue
@@ -352,7 +343,7 @@ func (j *job) schedule(ctx context.Context, now time.Time) {
 		if j.requests >= j.f.cfg.MaxInflight || j.yieldToUpstream() {
 			return
 		}
-		if h := j.pick(ready, c.piece, "", now); h != nil {
+		if h := j.pick(ready, c.piece, ""); h != nil {
 			j.send(ctx, h, c.piece, now)
 		}
 	}
@@ -362,15 +353,15 @@ func (j *job) schedule(ctx context.Context, now time.Time) {
 	endgame := missing > 0 && len(j.inflight) >= missing
 	hedge := max(minHedge, 4*j.pieceTime)
 	for i, rs := range j.inflight {
-		if j.requests >= j.f.cfg.MaxInflight || j.duplicates >= maxDuplicates || j.yieldToUpstream() {
+		// Requests beyond one per piece are the duplicates in flight.
+		if j.requests >= j.f.cfg.MaxInflight || j.requests-len(j.inflight) >= maxDuplicates || j.yieldToUpstream() {
 			return
 		}
 		if len(rs) != 1 || (!endgame && now.Sub(rs[0].start) < hedge) {
 			continue
 		}
-		if h := j.pick(ready, i, rs[0].node, now); h != nil {
+		if h := j.pick(ready, i, rs[0].node); h != nil {
 			j.f.m.duplicates.Inc()
-			j.duplicates++
 			j.send(ctx, h, i, now)
 		}
 	}
@@ -384,11 +375,13 @@ func (j *job) yieldToUpstream() bool {
 
 // pick returns the least loaded ready holder of piece i other than not,
 // choosing at random among equals.
-func (j *job) pick(ready []*holder, i int, not string, now time.Time) *holder {
+func (j *job) pick(ready []*holder, i int, not string) *holder {
 	var best *holder
 	ties := 0
 	for _, h := range ready {
-		if h.node == not || !h.has(i) || !j.eligible(h, now) {
+		// ready holders are eligible; only their request counts change
+		// while one schedule runs.
+		if h.node == not || !h.has(i) || j.perPeer[h.node] >= j.f.cfg.PerPeer {
 			continue
 		}
 		switch {
@@ -442,9 +435,7 @@ func (j *job) get(ctx context.Context, r *request, endpoint string) result {
 			return result{req: r, status: resp.StatusCode, err: errors.New("peer ignored the Range header")}
 		}
 	default:
-		secs, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
-		return result{req: r, status: resp.StatusCode, retryAfter: time.Duration(secs) * time.Second,
-			err: fmt.Errorf("peer answered %d", resp.StatusCode)}
+		return result{req: r, status: resp.StatusCode, err: fmt.Errorf("peer answered %d", resp.StatusCode)}
 	}
 	buf := j.f.buffer(j.ps)[:n]
 	if err := j.readFull(ctx, resp.Body, buf); err != nil {
@@ -488,9 +479,6 @@ func (j *job) handle(ctx context.Context, r result) {
 	j.perPeer[node]--
 	j.requests--
 	j.f.peerInflight.Add(-1)
-	if len(rs) > 0 || j.b.Have(i) {
-		j.duplicates = max(0, j.duplicates-1)
-	}
 	h := j.holders[node]
 	now := time.Now()
 	switch {
@@ -535,9 +523,8 @@ func (j *job) handle(ctx context.Context, r result) {
 		// until the next lookup says otherwise.
 		if h.complete {
 			h.complete, h.pieces = false, nil
-		} else if h.pieces.Has(i) {
-			h.pieces = slices.Clone(h.pieces)
-			h.pieces[i/8] &^= 0x80 >> (i % 8)
+		} else {
+			h.pieces.Clear(i) // the lookup's own copy
 		}
 	default:
 		h.fails++
@@ -548,7 +535,7 @@ func (j *job) handle(ctx context.Context, r result) {
 
 // maybeUpstream starts the upstream stream when the mode and the lease
 // allow it and the swarm cannot supply what is missing.
-func (j *job) maybeUpstream(ctx context.Context, now time.Time) error {
+func (j *job) maybeUpstream(ctx context.Context, bm store.Bitmap, now time.Time) error {
 	if j.upRunning || now.Before(j.upBackoff) {
 		return nil
 	}
@@ -583,7 +570,7 @@ func (j *job) maybeUpstream(ctx context.Context, now time.Time) error {
 	}
 	// Starving: nothing in flight and no holder has a missing piece. Asking
 	// again every leaseRetry is also how a stalled lease moves here.
-	if !j.looked || j.requests > 0 || j.holdersHaveMissing() || now.Sub(j.lastLeaseTry) < leaseRetry {
+	if !j.looked || j.requests > 0 || now.Sub(j.lastLeaseTry) < leaseRetry || j.holdersHaveMissing(bm, now) {
 		return nil
 	}
 	j.lastLeaseTry = now
@@ -594,7 +581,6 @@ func (j *job) maybeUpstream(ctx context.Context, now time.Time) error {
 		j.log.V(2).Info("Could not ask for the upstream lease", "err", err.Error())
 		return nil
 	}
-	j.lease = g.Lease
 	if g.Granted {
 		j.leaseHeld = true
 		j.f.m.leases.Inc()
@@ -606,9 +592,7 @@ func (j *job) maybeUpstream(ctx context.Context, now time.Time) error {
 
 // holdersHaveMissing reports whether some holder that is not blacklisted
 // has a piece this node lacks.
-func (j *job) holdersHaveMissing() bool {
-	bm := j.b.Bitmap()
-	now := time.Now()
+func (j *job) holdersHaveMissing(bm store.Bitmap, now time.Time) bool {
 	for _, h := range j.holders {
 		if j.f.blacklisted(h.node, now) {
 			continue
@@ -717,17 +701,15 @@ func (j *job) copyFrom(ctx context.Context, rc io.Reader, i int, buf []byte) err
 
 // maybeAnnounce tells the trackers about new pieces, at most every
 // AnnounceInterval, in the background.
-func (j *job) maybeAnnounce(ctx context.Context, now time.Time) {
+func (j *job) maybeAnnounce(ctx context.Context, bm store.Bitmap, now time.Time) {
 	if j.f.cfg.Mode != Swarm || now.Sub(j.lastAnnounce) < j.f.cfg.AnnounceInterval || j.announcing.Load() {
 		return
 	}
-	bm := j.b.Bitmap()
-	if c := bm.Count(); c == j.announced || c == 0 {
+	c := bm.Count()
+	if c == j.announced || c == 0 {
 		return
-	} else {
-		j.announced = c
 	}
-	j.lastAnnounce = now
+	j.announced, j.lastAnnounce = c, now
 	j.announcing.Store(true)
 	h := tracker.Holding{Digest: j.d.String(), Size: j.size, PieceSize: j.ps, Pieces: wireBitmap(bm)}
 	go func() {

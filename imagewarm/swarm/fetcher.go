@@ -138,6 +138,7 @@ type Fetcher struct {
 	upActive     atomic.Int32
 	peerInflight atomic.Int32
 
+	wg        sync.WaitGroup // a flight's goroutine, until it ends
 	mu        sync.Mutex
 	flights   map[v1.Hash]*flight
 	blacklist map[string]time.Time // node -> until
@@ -189,16 +190,13 @@ func New(cfg Config) (*Fetcher, error) {
 		flights: map[v1.Hash]*flight{}, blacklist: map[string]time.Time{}}, nil
 }
 
-// Mode returns the fetcher's mode.
-func (f *Fetcher) Mode() Mode { return f.cfg.Mode }
-
 // Fetch makes blob d (of the descriptor's size) present and verified in the
 // store, fetching it from o's registry only as the mode allows. Callers
 // asking for one digest at once share one fetch; it is cancelled when the
 // last of them gives up.
 func (f *Fetcher) Fetch(ctx context.Context, d v1.Descriptor, o Origin) error {
 	fl := f.join(d, o)
-	defer f.leave(d.Digest, fl)
+	defer f.leave(fl)
 	select {
 	case <-fl.done:
 		return fl.err
@@ -214,7 +212,7 @@ func (f *Fetcher) Fetch(ctx context.Context, d v1.Descriptor, o Origin) error {
 func (f *Fetcher) Start(d v1.Descriptor, o Origin, limit time.Duration) {
 	fl := f.join(d, o)
 	go func() {
-		defer f.leave(d.Digest, fl)
+		defer f.leave(fl)
 		t := time.NewTimer(limit)
 		defer t.Stop()
 		select {
@@ -235,7 +233,9 @@ func (f *Fetcher) join(d v1.Descriptor, o Origin) *flight {
 	ctx, cancel := context.WithCancel(context.Background())
 	fl := &flight{done: make(chan struct{}), cancel: cancel, refs: 1}
 	f.flights[d.Digest] = fl
+	f.wg.Add(1)
 	go func() {
+		defer f.wg.Done()
 		start := time.Now()
 		err := f.fetch(klog.NewContext(ctx, f.log.WithValues("digest", d.Digest.String())), d, o)
 		f.m.fetches.WithLabelValues(resultLabel(err)).Inc()
@@ -250,8 +250,20 @@ func (f *Fetcher) join(d v1.Descriptor, o Origin) *flight {
 	return fl
 }
 
+// Close cancels every fetch and waits until they have stopped writing to
+// the store (a Fetch or Start returns, or gives up waiting, before that).
+// The store may be closed after it.
+func (f *Fetcher) Close() {
+	f.mu.Lock()
+	for _, fl := range f.flights {
+		fl.cancel()
+	}
+	f.mu.Unlock()
+	f.wg.Wait()
+}
+
 // leave drops one caller of fl and cancels it when none is left.
-func (f *Fetcher) leave(d v1.Hash, fl *flight) {
+func (f *Fetcher) leave(fl *flight) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if fl.refs--; fl.refs == 0 {
@@ -342,25 +354,17 @@ func HoldingsOf(s *store.Store, completeOnly bool) tracker.Holdings {
 	})
 }
 
-// wireBitmap converts the store's bitmap to the trackers' (same bit order).
-func wireBitmap(b store.Bitmap) tracker.Bitmap {
-	out := tracker.NewBitmap(b.Len())
-	for i := range b.All() {
-		out.Set(i)
-	}
-	return out
-}
+// wireBitmap converts the store's bitmap to the trackers' (same bytes).
+func wireBitmap(b store.Bitmap) tracker.Bitmap { return tracker.Bitmap(b.Bytes()) }
 
-// storeHashes converts published piece hashes to the store's form.
-func storeHashes(p *tracker.PieceHashes) (store.PieceHashes, bool) {
-	if p == nil || p.PieceSize <= 0 || len(p.Sums)%32 != 0 {
-		return store.PieceHashes{}, false
-	}
+// storeHashes converts published piece hashes to the store's form; the
+// store's SetPieceHashes rejects a geometry that is not the blob's.
+func storeHashes(p *tracker.PieceHashes) store.PieceHashes {
 	h := store.PieceHashes{PieceSize: p.PieceSize, Sums: make([]store.PieceSum, len(p.Sums)/32)}
 	for i := range h.Sums {
-		copy(h.Sums[i][:], p.Sums[i*32:])
+		h.Sums[i], _ = p.Sum(i)
 	}
-	return h, true
+	return h
 }
 
 // wireHashes converts the store's piece hashes to the trackers' form.

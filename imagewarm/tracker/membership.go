@@ -38,16 +38,13 @@ func MeshMembers(members []mesh.Member) []placement.Member {
 	return out
 }
 
-// ForgetDeparted returns a mesh OnChange callback that makes t forget the
-// announcements and leases of a member the mesh reports gone (left or
-// declared dead), and then calls next, when set, with every event.
-func ForgetDeparted(t *Tracker, next func(mesh.Member, mesh.Event)) func(mesh.Member, mesh.Event) {
+// ForgetDeparted returns a mesh OnChange callback that calls forget (a
+// Tracker's ForgetNode, typically) with every member the mesh reports gone:
+// left or declared dead.
+func ForgetDeparted(forget func(node string)) func(mesh.Member, mesh.Event) {
 	return func(m mesh.Member, ev mesh.Event) {
 		if ev == mesh.EventLeave {
-			t.ForgetNode(m.Name)
-		}
-		if next != nil {
-			next(m, ev)
+			forget(m.Name)
 		}
 	}
 }

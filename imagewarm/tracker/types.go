@@ -61,6 +61,13 @@ func (b Bitmap) Set(i int) {
 	}
 }
 
+// Clear unmarks piece i (ignored beyond the bitmap).
+func (b Bitmap) Clear(i int) {
+	if i >= 0 && i/8 < len(b) {
+		b[i/8] &^= 0x80 >> (i % 8)
+	}
+}
+
 // Count returns how many pieces are set.
 func (b Bitmap) Count() int {
 	n := 0
