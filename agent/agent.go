@@ -118,11 +118,11 @@ func Run(ctx context.Context, o Options) error {
 		Key:           key,
 		Meta:          mesh.Meta{Endpoint: net.JoinHostPort(o.MeshAdvertise, endpointPort), Zone: o.Zone, Version: o.Version, Arch: arch()},
 		Registerer:    reg,
-		OnChange: func(mb mesh.Member, _ mesh.Event) {
-			if swarmNode != nil && (mb.State == mesh.StateDead || mb.State == mesh.StateLeft) {
-				swarmNode.Forget(mb.Name)
+		OnChange: tracker.ForgetDeparted(func(node string) {
+			if swarmNode != nil {
+				swarmNode.Forget(node)
 			}
-		},
+		}),
 	}, log)
 	if err != nil {
 		return fmt.Errorf("mesh: %w", err)

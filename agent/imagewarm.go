@@ -103,7 +103,7 @@ func (r *runtimeContent) OpenBlob(ctx context.Context, d v1.Hash) (blobserver.So
 func (r *runtimeContent) Has(ctx context.Context, d v1.Hash) (bool, error) {
 	cs, err := r.store()
 	if err != nil {
-		return false, nil
+		return false, err
 	}
 	return cs.Has(ctx, d.String())
 }

@@ -204,7 +204,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, role Role) {
 		return
 	}
 
-	src, source, err := s.open(r.Context(), d)
+	src, source, err := s.open(r.Context(), d, r.Header.Get("Range"))
 	if err != nil && role == Runtime && s.o.PullThrough != nil && isNotFound(err) {
 		b, perr := s.o.PullThrough(r.Context(), repo, d, r.URL.Query())
 		if perr == nil {
@@ -321,15 +321,23 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, role Role) {
 	}
 }
 
-// open finds the blob: a verified copy in the store, else the runtime's,
-// else the store's partial one.
-func (s *Server) open(ctx context.Context, d v1.Hash) (SourceBlob, string, error) {
+// open finds the blob for a request with the given Range header: a
+// verified copy in the store; else the store's partial one when it covers
+// the range; else the runtime's; else the partial one.
+func (s *Server) open(ctx context.Context, d v1.Hash, rangeHeader string) (SourceBlob, string, error) {
 	b, err := s.o.Store.Get(d)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return nil, "", err
 	}
 	if b != nil && b.Verified() {
 		return b, sourceStore, nil
+	}
+	if b != nil {
+		// A range the partial blob already covers (a peer's piece
+		// request, the swarm's hot path) needs no runtime lookup.
+		if kind, start, length := parseRange(rangeHeader, b.Size()); kind == rangeOK && b.HasRange(start, length) {
+			return b, sourcePartial, nil
+		}
 	}
 	if s.o.Runtime != nil {
 		rb, rerr := s.o.Runtime.OpenBlob(ctx, d)

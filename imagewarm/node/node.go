@@ -194,10 +194,7 @@ func New(cfg Config) (*Node, error) {
 		return fail(err)
 	}
 	bo := blobserver.Options{Store: st, MaxPeerUploads: cfg.MaxPeerUploads, EgressBytesPerSecond: cfg.EgressBytesPerSecond,
-		PullThrough: n.pullThrough, SpreadWindow: DefaultSpreadWindow, Registerer: cfg.Registerer}
-	if cfg.Runtime != nil {
-		bo.Runtime = cfg.Runtime
-	}
+		PullThrough: n.pullThrough, SpreadWindow: DefaultSpreadWindow, Runtime: cfg.Runtime, Registerer: cfg.Registerer}
 	if n.server, err = blobserver.New(bo); err != nil {
 		return fail(err)
 	}
@@ -207,16 +204,15 @@ func New(cfg Config) (*Node, error) {
 // Store returns the node's blob store.
 func (n *Node) Store() *store.Store { return n.store }
 
-// Fetcher returns the node's fetcher.
-func (n *Node) Fetcher() *swarm.Fetcher { return n.fetcher }
-
 // Tracker returns the tracker this node plays.
 func (n *Node) Tracker() *tracker.Tracker { return n.tracker }
 
 // Run serves peers (and the runtime) until ctx ends, and keeps the
-// trackers' soft state fresh. It closes the store when it returns.
+// trackers' soft state fresh. When it returns it stops every fetch and
+// closes the store.
 func (n *Node) Run(ctx context.Context) error {
 	defer func() { _ = n.store.Close() }()
+	defer n.fetcher.Close() // before the store closes
 	mux := http.NewServeMux()
 	mux.Handle(tracker.DefaultPathPrefix+"/", n.tracker.Handler(tracker.DefaultPathPrefix))
 	var peer http.Handler = n.server.Handler(blobserver.Peer)

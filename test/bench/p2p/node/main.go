@@ -126,11 +126,11 @@ func run() error {
 	m, err := mesh.New(mesh.Config{
 		NodeName: o.name, BindAddr: o.addr, BindPort: o.meshPort, AdvertiseAddr: o.addr, AdvertisePort: o.meshPort,
 		Key: key, Meta: mesh.Meta{Endpoint: endpoint}, Transport: counting, Registerer: reg,
-		OnChange: func(mb mesh.Member, ev mesh.Event) {
-			if n != nil && (mb.State == mesh.StateDead || mb.State == mesh.StateLeft) {
-				n.Forget(mb.Name)
+		OnChange: tracker.ForgetDeparted(func(node string) {
+			if n != nil {
+				n.Forget(node)
 			}
-		},
+		}),
 	}, log)
 	if err != nil {
 		return fmt.Errorf("mesh: %w", err)
