@@ -108,19 +108,6 @@ func (b Bitmap) NextSet(from int) int {
 	return -1
 }
 
-// HasRange reports whether every bit in [lo, hi) is set; an empty range is
-// covered. It panics if the range is not within [0, Len()].
-func (b Bitmap) HasRange(lo, hi int) bool {
-	if lo < 0 || hi > b.n || lo > hi {
-		panic(fmt.Sprintf("store: bitmap range [%d,%d) out of range [0,%d]", lo, hi, b.n))
-	}
-	if lo == hi {
-		return true
-	}
-	m := b.NextMissing(lo)
-	return m < 0 || m >= hi
-}
-
 // All yields the set bits in increasing order.
 func (b Bitmap) All() iter.Seq[int] {
 	return func(yield func(int) bool) {
@@ -141,19 +128,6 @@ func (b Bitmap) Missing() iter.Seq[int] {
 			}
 		}
 	}
-}
-
-// AndNot returns the bits set in b and clear in o: the pieces a holder of b
-// can give to a holder of o. It panics if the lengths differ.
-func (b Bitmap) AndNot(o Bitmap) Bitmap {
-	if b.n != o.n {
-		panic(fmt.Sprintf("store: bitmap lengths differ: %d and %d", b.n, o.n))
-	}
-	r := NewBitmap(b.n)
-	for i := range r.words {
-		r.words[i] = b.words[i] &^ o.words[i]
-	}
-	return r
 }
 
 // Clone returns an independent copy of b.

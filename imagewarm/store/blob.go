@@ -32,13 +32,15 @@ type entry struct {
 	refs     int
 	lastUse  uint64
 	released bool
-	detached bool // removed from the index
 
 	// commitMu serializes Commit and SetPieceHashes.
 	commitMu sync.Mutex
 	// persistMu serializes pieces-file writes, so that a later write
 	// always carries a later bitmap.
 	persistMu sync.Mutex
+	// savedVer is the bitsVer the pieces file holds (guarded by
+	// persistMu): a write that another one already covered is skipped.
+	savedVer uint64
 
 	pieceSize int64 // fixed for the entry's life, like size
 
@@ -50,6 +52,7 @@ type entry struct {
 	sumKnown Bitmap
 	trusted  []PieceSum // published piece hashes; nil when unknown
 	gen      uint64     // incremented when present pieces are dropped
+	bitsVer  uint64     // incremented whenever bits change
 	gone     bool       // removed: waiters give up
 	changed  chan struct{}
 	f        *os.File // open while refs > 0
@@ -89,7 +92,11 @@ func (e *entry) broadcastLocked() {
 func (e *entry) holding() Holding {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	return Holding{Digest: e.digest, Size: e.size, PieceSize: e.pieceSize, Verified: e.verified, Bitmap: e.bits.Clone()}
+	h := Holding{Digest: e.digest, Size: e.size, PieceSize: e.pieceSize, Verified: e.verified}
+	if !e.verified {
+		h.Bitmap = e.bits.Clone()
+	}
+	return h
 }
 
 // pieceSpan returns the offset and length of piece i.
@@ -230,6 +237,7 @@ func (b *Blob) WritePiece(i int, data []byte) error {
 		err = &PieceMismatchError{Digest: e.digest, Piece: i, Want: e.trusted[i], Got: sum}
 	} else if err == nil {
 		e.bits.Set(i)
+		e.bitsVer++
 		e.sums[i] = sum
 		e.sumKnown.Set(i)
 	} else {
@@ -263,19 +271,25 @@ func writeAndSync(f *os.File, data []byte, off int64, sync bool) error {
 }
 
 // persist replaces the pieces file with the current bitmap. Nothing is
-// written once the blob is verified (its partial dir is gone).
+// written once the blob is verified (its partial dir is gone), nor when a
+// write queued before this one already carried the current bitmap.
 func (b *Blob) persist() error {
 	e := b.e
 	e.persistMu.Lock()
 	defer e.persistMu.Unlock()
 	e.mu.RLock()
-	if e.verified || e.gone {
+	if e.verified || e.gone || e.bitsVer == e.savedVer {
 		e.mu.RUnlock()
 		return nil
 	}
 	pf := piecesFile{e.size, e.pieceSize, e.bits.Clone()}
+	ver := e.bitsVer
 	e.mu.RUnlock()
-	return fsutil.WriteFile(b.s.partialPath(e.digest, piecesName), pf.encode(), b.s.opts.Sync == SyncPieces)
+	if err := fsutil.WriteFile(b.s.partialPath(e.digest, piecesName), pf.encode(), b.s.opts.Sync == SyncPieces); err != nil {
+		return err
+	}
+	e.savedVer = ver
+	return nil
 }
 
 // ReadAt implements io.ReaderAt. On a partial blob every piece the read
@@ -556,6 +570,7 @@ func (b *Blob) reset(f *os.File) error {
 	e.bits, e.sumKnown = NewBitmap(n), NewBitmap(n)
 	e.trusted = nil
 	e.gen++
+	e.bitsVer++
 	e.broadcastLocked()
 	e.mu.Unlock()
 	if rerr := os.Remove(b.s.partialPath(e.digest, hashesName)); rerr != nil && !errors.Is(rerr, os.ErrNotExist) && err == nil {
@@ -620,6 +635,7 @@ func (b *Blob) SetPieceHashes(h PieceHashes) ([]int, error) {
 	}
 	if len(bad) > 0 {
 		e.gen++
+		e.bitsVer++
 	}
 	e.broadcastLocked()
 	e.mu.Unlock()

@@ -75,7 +75,8 @@ type Holding struct {
 	PieceSize int64
 	// Verified is true for a complete blob whose digest was checked.
 	Verified bool
-	// Bitmap holds the pieces present (every piece when Verified).
+	// Bitmap holds the pieces present; it is empty when Verified (every
+	// piece is).
 	Bitmap Bitmap
 }
 
@@ -442,13 +443,16 @@ func (s *Store) Get(d v1.Hash) (*Blob, error) {
 		s.mu.Unlock()
 		return nil, fmt.Errorf("getting blob %s: %w", d, ErrNotFound)
 	}
+	first := e.refs == 0
 	b, err := s.openLocked(e)
 	s.mu.Unlock()
 	if err != nil {
 		return nil, fmt.Errorf("getting blob %s: %w", d, err)
 	}
-	if b.Verified() {
-		// Persist the use for the LRU order of the next run; best effort.
+	if first && b.Verified() {
+		// Persist the use for the LRU order of the next run, once per
+		// opening rather than per read (peers read piece by piece); best
+		// effort.
 		now := time.Now()
 		_ = os.Chtimes(s.blobPath(d), now, now)
 	}
@@ -499,7 +503,7 @@ func (s *Store) release(e *entry) error {
 		if f != nil {
 			err = f.Close()
 		}
-		if e.released && !e.detached {
+		if e.released && s.entries[e.digest] == e { // not removed yet
 			if rerr := s.removeLocked(e); err == nil {
 				err = rerr
 			}
@@ -523,7 +527,6 @@ func (s *Store) removeLocked(e *entry) error {
 		delete(s.entries, e.digest)
 		s.used -= e.size
 	}
-	e.detached = true
 	e.mu.Lock()
 	verified := e.verified
 	e.gone = true
@@ -589,16 +592,6 @@ func (s *Store) notifyEvicted(ds []v1.Hash) {
 	for _, d := range ds {
 		s.opts.OnEvict(d)
 	}
-}
-
-// GC evicts blobs until the store is within its quota, as Begin does, and
-// returns the evicted digests.
-func (s *Store) GC() []v1.Hash {
-	s.mu.Lock()
-	evicted := s.evictLocked(0)
-	s.mu.Unlock()
-	s.notifyEvicted(evicted)
-	return evicted
 }
 
 // Delete removes the blob d now. Handles open on a complete blob keep

@@ -251,9 +251,10 @@ func warm(ctx context.Context, n *node.Node, image string, out *printer) {
 			case <-t.C:
 				var have int64
 				for _, h := range n.Store().Holdings() {
-					have += int64(h.Bitmap.Count()) * h.PieceSize
 					if h.Verified {
-						have = have - int64(h.Bitmap.Count())*h.PieceSize + h.Size
+						have += h.Size
+					} else {
+						have += int64(h.Bitmap.Count()) * h.PieceSize
 					}
 				}
 				out.print(map[string]any{"event": "progress", "bytes": have})
