@@ -104,11 +104,10 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("mesh encryption key: %w", err)
 	}
-	// The mesh advertises the swarm's endpoint (peers and trackers), or
-	// the metrics endpoint when the swarm is off.
-	_, endpointPort, _ := net.SplitHostPort(o.MetricsAddr)
+	_, metricsPort, _ := net.SplitHostPort(o.MetricsAddr)
+	meta := mesh.Meta{Endpoint: net.JoinHostPort(o.MeshAdvertise, metricsPort), Zone: o.Zone, Version: o.Version, Arch: arch()}
 	if o.P2PPort > 0 {
-		endpointPort = strconv.Itoa(o.P2PPort)
+		meta.P2P = net.JoinHostPort(o.MeshAdvertise, strconv.Itoa(o.P2PPort))
 	}
 	var swarmNode *imagewarmnode.Node
 	m, err := mesh.New(mesh.Config{
@@ -116,7 +115,7 @@ func Run(ctx context.Context, o Options) error {
 		BindPort:      o.MeshBindPort,
 		AdvertiseAddr: o.MeshAdvertise,
 		Key:           key,
-		Meta:          mesh.Meta{Endpoint: net.JoinHostPort(o.MeshAdvertise, endpointPort), Zone: o.Zone, Version: o.Version, Arch: arch()},
+		Meta:          meta,
 		Registerer:    reg,
 		OnChange: tracker.ForgetDeparted(func(node string) {
 			if swarmNode != nil {

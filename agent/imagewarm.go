@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -45,14 +44,8 @@ func ParseMirrorRegistries(s string) ([]MirrorRegistry, error) {
 			continue
 		}
 		host, server, _ := strings.Cut(item, "=")
-		if host == "" || strings.ContainsAny(host, "/ ") {
-			return nil, fmt.Errorf("--mirror-registries: %q is not a registry host[:port] (or _default)", item)
-		}
-		if server != "" {
-			u, err := url.Parse(server)
-			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				return nil, fmt.Errorf("--mirror-registries: %q: the upstream must be http:// or https://host[:port]", item)
-			}
+		if err := mirror.ValidateRegistryServer(host, server); err != nil {
+			return nil, fmt.Errorf("--mirror-registries: %q (want host[:port], _default, or host=http(s)://server): %w", item, err)
 		}
 		out = append(out, MirrorRegistry{Host: host, Server: server})
 	}

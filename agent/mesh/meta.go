@@ -14,8 +14,13 @@ const MaxMetaSize = memberlist.MetaMaxSize
 // membership. Keep it tiny: it travels in every alive message. (The JSON
 // names are for display; the wire form uses one-letter keys.)
 type Meta struct {
-	// Endpoint is host:port of the agent's HTTP/P2P endpoint.
+	// Endpoint is host:port of the agent's HTTP endpoint (metrics,
+	// health, inventory).
 	Endpoint string `json:"endpoint,omitempty"`
+	// P2P is host:port of the agent's image swarm (peers and trackers);
+	// empty when the swarm is off, and on agents older than the swarm, so
+	// that such members are never chosen as trackers.
+	P2P string `json:"p2p,omitempty"`
 	// Zone is the node's topology zone, if known.
 	Zone string `json:"zone,omitempty"`
 	// Version is the agent's version.
@@ -28,6 +33,7 @@ type Meta struct {
 // leaving flag.
 type wireMeta struct {
 	Endpoint string `json:"e,omitempty"`
+	P2P      string `json:"p,omitempty"`
 	Zone     string `json:"z,omitempty"`
 	Version  string `json:"v,omitempty"`
 	Arch     string `json:"a,omitempty"`
@@ -39,12 +45,12 @@ type wireMeta struct {
 
 // toWire converts m to its wire form.
 func toWire(m Meta, leaving bool) wireMeta {
-	return wireMeta{Endpoint: m.Endpoint, Zone: m.Zone, Version: m.Version, Arch: m.Arch, Leaving: leaving}
+	return wireMeta{Endpoint: m.Endpoint, P2P: m.P2P, Zone: m.Zone, Version: m.Version, Arch: m.Arch, Leaving: leaving}
 }
 
 // meta returns the Meta part of w.
 func (w wireMeta) meta() Meta {
-	return Meta{Endpoint: w.Endpoint, Zone: w.Zone, Version: w.Version, Arch: w.Arch}
+	return Meta{Endpoint: w.Endpoint, P2P: w.P2P, Zone: w.Zone, Version: w.Version, Arch: w.Arch}
 }
 
 // Encode returns the compact wire form of m (JSON with one-letter keys). It

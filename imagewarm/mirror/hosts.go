@@ -230,6 +230,18 @@ func (m Mirror) normalized() (Mirror, error) {
 	return m, nil
 }
 
+// ValidateRegistryServer checks a registry and its upstream server URL
+// (empty: https://<registry>) as Install would, for flag parsing.
+func ValidateRegistryServer(registry, server string) error {
+	if err := validRegistry(registry); err != nil {
+		return err
+	}
+	if server != "" {
+		return validURL("Server", server)
+	}
+	return nil
+}
+
 // validRegistry checks that registry names one directory under the certs
 // directory.
 func validRegistry(registry string) error {

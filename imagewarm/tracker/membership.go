@@ -24,16 +24,16 @@ func MeshMembership(m *mesh.Mesh) Membership {
 }
 
 // MeshMembers converts the mesh's members to placement members, keeping
-// those that can serve as trackers: alive or suspect, with an endpoint in
-// their metadata. Members that left or died are dropped (the mesh shows a
+// those that can serve as trackers: alive or suspect, with a swarm
+// endpoint (Meta.P2P) in their metadata. Members that left or died are dropped (the mesh shows a
 // graceful leave as left).
 func MeshMembers(members []mesh.Member) []placement.Member {
 	out := make([]placement.Member, 0, len(members))
 	for _, m := range members {
-		if (m.State != mesh.StateAlive && m.State != mesh.StateSuspect) || m.Meta.Endpoint == "" {
+		if (m.State != mesh.StateAlive && m.State != mesh.StateSuspect) || m.Meta.P2P == "" {
 			continue
 		}
-		out = append(out, placement.Member{Name: m.Name, Endpoint: m.Meta.Endpoint, Zone: m.Meta.Zone, Version: m.Meta.Version})
+		out = append(out, placement.Member{Name: m.Name, Endpoint: m.Meta.P2P, Zone: m.Meta.Zone, Version: m.Meta.Version})
 	}
 	return out
 }

@@ -53,7 +53,7 @@ func startAgent(t *testing.T, mnet *meshtest.Network, hnet *trackertest.Network,
 
 	a.m, err = mesh.New(mesh.Config{
 		NodeName:  name,
-		Meta:      mesh.Meta{Endpoint: a.endpoint, Zone: zone, Version: "test", Arch: "amd64"},
+		Meta:      mesh.Meta{P2P: a.endpoint, Zone: zone, Version: "test", Arch: "amd64"},
 		Transport: mnet.Transport(name),
 		Tuning:    mesh.TuningLocal,
 		OnChange:  tracker.ForgetDeparted(a.tr.ForgetNode),
@@ -216,11 +216,12 @@ func TestMesh(t *testing.T) {
 
 func TestMeshMembers(t *testing.T) {
 	members := []mesh.Member{
-		{Name: "ok", State: mesh.StateAlive, Meta: mesh.Meta{Endpoint: "10.0.0.1:9480", Zone: "z1", Version: "v1"}},
-		{Name: "suspect", State: mesh.StateSuspect, Meta: mesh.Meta{Endpoint: "10.0.0.2:9480"}},
+		{Name: "ok", State: mesh.StateAlive, Meta: mesh.Meta{P2P: "10.0.0.1:9480", Zone: "z1", Version: "v1"}},
+		{Name: "suspect", State: mesh.StateSuspect, Meta: mesh.Meta{P2P: "10.0.0.2:9480"}},
 		{Name: "no-endpoint", State: mesh.StateAlive, Meta: mesh.Meta{Zone: "z1"}},
-		{Name: "dead", State: mesh.StateDead, Meta: mesh.Meta{Endpoint: "10.0.0.5:9480"}},
-		{Name: "left", State: mesh.StateLeft, Meta: mesh.Meta{Endpoint: "10.0.0.6:9480"}},
+		{Name: "swarm-off", State: mesh.StateAlive, Meta: mesh.Meta{Endpoint: "10.0.0.3:9480"}},
+		{Name: "dead", State: mesh.StateDead, Meta: mesh.Meta{P2P: "10.0.0.5:9480"}},
+		{Name: "left", State: mesh.StateLeft, Meta: mesh.Meta{P2P: "10.0.0.6:9480"}},
 	}
 	require.Equal(t, []placement.Member{
 		{Name: "ok", Endpoint: "10.0.0.1:9480", Zone: "z1", Version: "v1"},

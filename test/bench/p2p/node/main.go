@@ -125,7 +125,7 @@ func run() error {
 	var n *node.Node
 	m, err := mesh.New(mesh.Config{
 		NodeName: o.name, BindAddr: o.addr, BindPort: o.meshPort, AdvertiseAddr: o.addr, AdvertisePort: o.meshPort,
-		Key: key, Meta: mesh.Meta{Endpoint: endpoint}, Transport: counting, Registerer: reg,
+		Key: key, Meta: mesh.Meta{P2P: endpoint}, Transport: counting, Registerer: reg,
 		OnChange: tracker.ForgetDeparted(func(node string) {
 			if n != nil {
 				n.Forget(node)
