@@ -17,4 +17,4 @@ export GOCACHE=${GOCACHE:-$PWD/.cache/go-build} GOMODCACHE=${GOMODCACHE:-$PWD/.c
 export P2P_OUT=${P2P_OUT:-$PWD/.cache/bench-p2p}
 mkdir -p "$P2P_OUT"
 echo "bench-p2p: output in $P2P_OUT (bench.log, cdf-*.png, logs/)"
-SHOAL_BENCH=p2p go test -count=1 -run TestP2PBenchmark -v -timeout 3h ./test/bench/p2p/ 2>&1 | tee "$P2P_OUT/bench.log"
+go test -tags bench -count=1 -run TestP2PBenchmark -v -timeout 3h ./test/bench/p2p/ 2>&1 | tee "$P2P_OUT/bench.log"

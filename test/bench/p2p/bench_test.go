@@ -1,3 +1,5 @@
+//go:build bench && linux
+
 package p2p
 
 import (
@@ -7,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -68,11 +71,8 @@ func loadParams() params {
 
 const mib = 1 << 20
 
-// TestP2PBenchmark is make bench-p2p. It is skipped unless SHOAL_BENCH=p2p.
+// TestP2PBenchmark is make bench-p2p (build tag bench).
 func TestP2PBenchmark(t *testing.T) {
-	if os.Getenv("SHOAL_BENCH") != "p2p" {
-		t.Skip("set SHOAL_BENCH=p2p (make bench-p2p) to run the P2P benchmark")
-	}
 	p := loadParams()
 	require.NoError(t, os.MkdirAll(p.Out, 0o755))
 	bin := buildNode(t)
@@ -176,7 +176,7 @@ func (h *harness) calibrate() {
 	h.stopNodes(nodes)
 	gib := 2 * float64(img.Size()) / (1 << 30)
 	h.cpuPerGiB = (cpu + self1.CPUSeconds - self0.CPUSeconds) / gib
-	tCPU := float64(h.p.N) * float64(h.p.SizeMiB) / 1024 * h.cpuPerGiB / 2
+	tCPU := float64(h.p.N) * float64(h.p.SizeMiB) / 1024 * h.cpuPerGiB / float64(runtime.NumCPU())
 	tStar := h.tStar(img.Size(), img.Size())
 	fmt.Printf("calibration: two unshaped swarm nodes: %.0f MiB each in %.2f s, %.2f CPU-s per GiB delivered (nodes %.2f s, registry and harness %.2f s)\n",
 		float64(img.Size())/mib, took.Seconds(), h.cpuPerGiB, cpu, self1.CPUSeconds-self0.CPUSeconds)
@@ -184,7 +184,7 @@ func (h *harness) calibrate() {
 	if tCPU >= 0.5*tStar {
 		verdict = "WARNING: CPU-bound (T_cpu >= 50% of T*): lower B or N"
 	}
-	fmt.Printf("calibration: N=%d S=%d MiB B=%g MiB/s: T_cpu = N*S*c/2 cores = %.1f s vs T* = %.1f s: %s\n", h.p.N, h.p.SizeMiB, h.p.BMiB, tCPU, tStar, verdict)
+	fmt.Printf("calibration: N=%d S=%d MiB B=%g MiB/s: T_cpu = N*S*c/%d cores = %.1f s vs T* = %.1f s: %s\n", h.p.N, h.p.SizeMiB, h.p.BMiB, runtime.NumCPU(), tCPU, tStar, verdict)
 }
 
 // layers returns the image's layers; seed picks their content.
@@ -269,8 +269,8 @@ func (r *runResult) durP(q float64) float64 {
 	return quantile(d, q)
 }
 
-// cpuUse is the share of the machine's 2 cores the run used.
-func (r *runResult) cpuUse() float64 { return r.cpuSeconds / (2 * r.tAll) }
+// cpuUse is the share of the machine's cores the run used.
+func (r *runResult) cpuUse() float64 { return r.cpuSeconds / (float64(runtime.NumCPU()) * r.tAll) }
 
 func (r *runResult) alpha() float64 { return float64(r.upstreamBytes) / float64(r.unionNeed) }
 
@@ -280,7 +280,7 @@ func (r *runResult) resultLine() string {
 }
 
 func (r *runResult) printRow(w io.Writer) {
-	fmt.Fprintf(w, "%-11s %-11s T_all %7.2f s  p50 %7.2f  p99 %7.2f  max %7.2f  eta p50 %.3f p99 %.3f  alpha %.3f  CPU %3.0f%% of 2 cores  restarts %d\n",
+	fmt.Fprintf(w, "%-11s %-11s T_all %7.2f s  p50 %7.2f  p99 %7.2f  max %7.2f  eta p50 %.3f p99 %.3f  alpha %.3f  CPU %3.0f%% of the cores  restarts %d\n",
 		r.mode, r.scenario, r.tAll, r.durP(0.5), r.durP(0.99), r.durP(1), r.etaP(0.5), r.etaP(0.99), r.alpha(), r.cpuUse()*100, r.restarts)
 }
 

@@ -1,6 +1,9 @@
+//go:build bench && linux
+
 package p2p
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"image"
@@ -9,10 +12,11 @@ import (
 	"image/png"
 	"math"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"unicode"
+
+	"github.com/shoal-io/shoal/internal/fsutil"
 )
 
 // cdfSeries is one curve of a CDF plot: a name for the legend and its
@@ -258,33 +262,17 @@ func drawText(img *image.RGBA, x, y int, s string, c color.RGBA) {
 	}
 }
 
-// writePNGAtomic encodes img as a PNG into a temporary file next to path
-// and renames it to path, so that readers never see a partial file.
-func writePNGAtomic(path string, img image.Image) (err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("create temporary file: %w", err)
+// writePNGAtomic encodes img as a PNG and replaces path with it (through
+// a temporary file), so that readers never see a partial file.
+func writePNGAtomic(path string, img image.Image) error {
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, img); err != nil {
+		return fmt.Errorf("encode PNG for %s: %w", path, err)
 	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			_ = f.Close()
-			_ = os.Remove(tmp)
-		}
-	}()
-	if err := png.Encode(f, img); err != nil {
-		return fmt.Errorf("encode PNG into %s: %w", tmp, err)
+	if err := fsutil.WriteFile(path, buf.Bytes(), false); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if err := f.Chmod(0o644); err != nil {
-		return fmt.Errorf("chmod %s: %w", tmp, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", tmp, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("rename %s to %s: %w", tmp, path, err)
-	}
-	return nil
+	return os.Chmod(path, 0o644) // WriteFile's temporary files are private
 }
 
 // plotFont is a 5x7 bitmap font, one string of 5 pixels ('#' set, '.'

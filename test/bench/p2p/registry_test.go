@@ -1,3 +1,5 @@
+//go:build bench && linux
+
 package p2p
 
 import (

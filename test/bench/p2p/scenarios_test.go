@@ -1,3 +1,5 @@
+//go:build bench && linux
+
 package p2p
 
 import (
@@ -141,6 +143,10 @@ func (h *harness) run(mode, scenario string) *runResult {
 		}
 	}()
 
+	needs := make([]int64, p.N) // the bytes each node lacks
+	for i := range needs {
+		needs[i] = needOf(img, held[i])
+	}
 	res.nodes = make([]nodeResult, p.N)
 	finished := make([]bool, p.N)
 	killed := map[int]bool{}
@@ -179,8 +185,7 @@ func (h *harness) run(mode, scenario string) *runResult {
 					launch()
 				}
 			default:
-				need := needOf(img, held[i])
-				if kills[i] && !killed[i] && np.progress.Load() >= need/2 {
+				if kills[i] && !killed[i] && np.progress.Load() >= needs[i]/2 {
 					killed[i] = true
 					res.restarts++
 					np.kill()
@@ -193,16 +198,10 @@ func (h *harness) run(mode, scenario string) *runResult {
 	}
 	// Measure before stopping.
 	for i, np := range nodes {
-		need := needOf(img, held[i])
 		nr := &res.nodes[i]
-		nr.need = need
-		upNeed := int64(0)
-		for _, b := range img.Blobs() {
-			if !anyHeld[b.Digest] && !held[i][b.Digest] {
-				upNeed += b.Size
-			}
-		}
-		nr.tStar = h.tStar(need, upNeed)
+		nr.need = needs[i]
+		// What no node held must come from upstream, whoever fetches it.
+		nr.tStar = h.tStar(needs[i], res.unionNeed)
 		ps, err := readProc(np.cmd.Process.Pid)
 		require.NoError(t, err)
 		nr.cpu = ps.CPUSeconds + np.cpuBefore - cpu0[i]
@@ -218,7 +217,7 @@ func (h *harness) run(mode, scenario string) *runResult {
 		nr.mismatches = get("shoal_agent_swarm_digest_mismatches_total")
 		nr.badPieces = get("shoal_agent_swarm_bad_pieces_total")
 		res.cpuSeconds += nr.cpu
-		res.deliveredBytes += need
+		res.deliveredBytes += needs[i]
 	}
 	self1, err := readProcSelf()
 	require.NoError(t, err)
