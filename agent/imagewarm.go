@@ -257,10 +257,9 @@ type swarmWarmer struct{ n *node.Node }
 
 // Warm implements work.Warmer.
 func (w swarmWarmer) Warm(ctx context.Context, image string, auth *runtimeapi.AuthConfig) error {
-	var a authn.Authenticator
+	var a authn.Authenticator // nil: anonymous
 	if auth != nil {
-		a = authn.FromConfig(authn.AuthConfig{Username: auth.GetUsername(), Password: auth.GetPassword(), Auth: auth.GetAuth(),
-			IdentityToken: auth.GetIdentityToken(), RegistryToken: auth.GetRegistryToken()})
+		a = cri.Authenticator(auth)
 	}
 	_, err := w.n.Warm(ctx, image, a)
 	return err

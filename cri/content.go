@@ -18,6 +18,10 @@ import (
 	"google.golang.org/grpc/status"
 )
 
+// containerdNamespaceHeader is the gRPC metadata key that carries the
+// namespace of a containerd API call.
+const containerdNamespaceHeader = "containerd-namespace"
+
 // ContentStore reads committed blobs from containerd's content store, over
 // containerd's own gRPC API (served on the same socket as its CRI), the
 // way Spegel serves peers from it. Blobs stay there after a pull only while
@@ -98,6 +102,31 @@ func (c *ContentStore) Open(ctx context.Context, digest string) (*ContentBlob, e
 		return nil, c.contentErr("content info of", digest, err)
 	}
 	return &ContentBlob{store: c, ctx: ctx, digest: digest, size: resp.GetInfo().GetSize()}, nil
+}
+
+// ContentIngest is a blob containerd is writing to its content store.
+type ContentIngest struct {
+	// Ref is the ingest's reference; containerd's pulls name the blob in
+	// it, e.g. "layer-sha256:<hex>".
+	Ref string
+	// Offset is how many bytes of the blob are written.
+	Offset int64
+	// Total is the blob's expected size, 0 when unknown.
+	Total int64
+}
+
+// Ingests lists the blobs containerd is writing in the store's namespace
+// (the content service's ListStatuses).
+func (c *ContentStore) Ingests(ctx context.Context) ([]ContentIngest, error) {
+	resp, err := c.client.ListStatuses(c.withNamespace(ctx), &contentapi.ListStatusesRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("list content ingests in containerd namespace %q: %w", c.namespace, err)
+	}
+	out := make([]ContentIngest, 0, len(resp.GetStatuses()))
+	for _, st := range resp.GetStatuses() {
+		out = append(out, ContentIngest{Ref: st.GetRef(), Offset: st.GetOffset(), Total: st.GetTotal()})
+	}
+	return out, nil
 }
 
 // ContentBlob is a committed blob of containerd's content store. It is an

@@ -36,23 +36,27 @@ import (
 	"github.com/shoal-io/shoal/internal/containerdtest"
 )
 
-// blobContent is containerd's content service as far as a ContentStore
-// uses it (Info and Read), with containerd's Read semantics: the section
-// [offset, offset+size) clamped to the blob, in chunks whose Offset counts
-// from the requested offset.
-type blobContent struct {
+// fakeContent is containerd's content service as far as a ContentStore
+// uses it (Info, Read and ListStatuses), served over gRPC on a unix
+// socket, with containerd's Read semantics: the section [offset,
+// offset+size) clamped to the blob, in chunks whose Offset counts from the
+// requested offset.
+type fakeContent struct {
 	contentapi.UnimplementedContentServer
 
 	mu         sync.Mutex
-	blobs      map[string][]byte
-	infoErr    error
-	namespaces map[string]bool
-	reads      int
+	committed  map[string]int64              // sizes of the committed blobs
+	data       map[string][]byte             // of committed blobs that have data (manifests)
+	ingests    map[string]*contentapi.Status // by ref
+	infoErr    error                         // when set, Info and Read fail with it
+	namespaces map[string]bool               // namespace header of the calls
 }
 
 const chunk = 7 // small, so reads span several messages
 
-func startBlobContent(t *testing.T) (*blobContent, string) {
+// startFakeContent serves a fakeContent at a socket in a directory of its
+// own.
+func startFakeContent(t *testing.T) (*fakeContent, string) {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "shoal-content-") // short: the socket path is bounded
 	require.NoError(t, err)
@@ -60,62 +64,89 @@ func startBlobContent(t *testing.T) (*blobContent, string) {
 	sock := filepath.Join(dir, "containerd.sock")
 	l, err := net.Listen("unix", sock)
 	require.NoError(t, err)
-	bc := &blobContent{blobs: map[string][]byte{}, namespaces: map[string]bool{}}
+	fc := &fakeContent{committed: map[string]int64{}, data: map[string][]byte{}, ingests: map[string]*contentapi.Status{}, namespaces: map[string]bool{}}
 	srv := grpc.NewServer()
-	contentapi.RegisterContentServer(srv, bc)
+	contentapi.RegisterContentServer(srv, fc)
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(srv.Stop)
-	return bc, sock
+	return fc, sock
 }
 
-func (bc *blobContent) add(data []byte) string {
+// add commits data and returns its digest.
+func (fc *fakeContent) add(data []byte) string {
 	sum := sha256.Sum256(data)
 	d := "sha256:" + hex.EncodeToString(sum[:])
-	bc.mu.Lock()
-	defer bc.mu.Unlock()
-	bc.blobs[d] = data
+	fc.commitData(d, data)
 	return d
 }
 
-func (bc *blobContent) remove(d string) {
-	bc.mu.Lock()
-	defer bc.mu.Unlock()
-	delete(bc.blobs, d)
+// commitData commits a blob the fake can also read (a manifest).
+func (fc *fakeContent) commitData(digest string, data []byte) {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	fc.committed[digest] = int64(len(data))
+	fc.data[digest] = data
 }
 
-func (bc *blobContent) lookup(ctx context.Context, d string) ([]byte, error) {
+// commit commits a blob without data (a layer), ending its ingest.
+func (fc *fakeContent) commit(digest string, size int64) {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	delete(fc.ingests, "layer-"+digest)
+	fc.committed[digest] = size
+}
+
+func (fc *fakeContent) ingest(ref string, offset, total int64) {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	fc.ingests[ref] = &contentapi.Status{Ref: ref, Offset: offset, Total: total}
+}
+
+func (fc *fakeContent) remove(d string) {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	delete(fc.committed, d)
+	delete(fc.data, d)
+}
+
+// call records the namespace of a call and returns infoErr.
+func (fc *fakeContent) call(ctx context.Context) error {
 	md, _ := metadata.FromIncomingContext(ctx)
-	bc.mu.Lock()
-	defer bc.mu.Unlock()
-	bc.namespaces[strings.Join(md.Get("containerd-namespace"), ",")] = true
-	if bc.infoErr != nil {
-		return nil, bc.infoErr
-	}
-	data, ok := bc.blobs[d]
-	if !ok {
-		return nil, status.Errorf(codes.NotFound, "content digest %s: not found", d)
-	}
-	return data, nil
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	fc.namespaces[strings.Join(md.Get("containerd-namespace"), ",")] = true
+	return fc.infoErr
+}
+
+func notFound(d string) error {
+	return status.Errorf(codes.NotFound, "content digest %s: not found", d)
 }
 
 // Info implements contentapi.ContentServer.
-func (bc *blobContent) Info(ctx context.Context, req *contentapi.InfoRequest) (*contentapi.InfoResponse, error) {
-	data, err := bc.lookup(ctx, req.GetDigest())
-	if err != nil {
+func (fc *fakeContent) Info(ctx context.Context, req *contentapi.InfoRequest) (*contentapi.InfoResponse, error) {
+	if err := fc.call(ctx); err != nil {
 		return nil, err
 	}
-	return &contentapi.InfoResponse{Info: &contentapi.Info{Digest: req.GetDigest(), Size: int64(len(data))}}, nil
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	size, ok := fc.committed[req.GetDigest()]
+	if !ok {
+		return nil, notFound(req.GetDigest())
+	}
+	return &contentapi.InfoResponse{Info: &contentapi.Info{Digest: req.GetDigest(), Size: size}}, nil
 }
 
-// Read implements contentapi.ContentServer.
-func (bc *blobContent) Read(req *contentapi.ReadContentRequest, srv contentapi.Content_ReadServer) error {
-	data, err := bc.lookup(srv.Context(), req.GetDigest())
-	if err != nil {
+// Read implements contentapi.ContentServer for blobs committed with data.
+func (fc *fakeContent) Read(req *contentapi.ReadContentRequest, srv contentapi.Content_ReadServer) error {
+	if err := fc.call(srv.Context()); err != nil {
 		return err
 	}
-	bc.mu.Lock()
-	bc.reads++
-	bc.mu.Unlock()
+	fc.mu.Lock()
+	data, ok := fc.data[req.GetDigest()]
+	fc.mu.Unlock()
+	if !ok {
+		return notFound(req.GetDigest())
+	}
 	off, size := max(req.GetOffset(), 0), req.GetSize()
 	if off > int64(len(data)) {
 		return status.Errorf(codes.OutOfRange, "read past object length %d bytes", len(data))
@@ -132,11 +163,24 @@ func (bc *blobContent) Read(req *contentapi.ReadContentRequest, srv contentapi.C
 	return nil
 }
 
-func (bc *blobContent) namespacesSeen() []string {
-	bc.mu.Lock()
-	defer bc.mu.Unlock()
+// ListStatuses implements contentapi.ContentServer.
+func (fc *fakeContent) ListStatuses(ctx context.Context, _ *contentapi.ListStatusesRequest) (*contentapi.ListStatusesResponse, error) {
+	_ = fc.call(ctx)
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	resp := &contentapi.ListStatusesResponse{}
+	for _, st := range fc.ingests {
+		resp.Statuses = append(resp.Statuses, &contentapi.Status{Ref: st.GetRef(), Offset: st.GetOffset(), Total: st.GetTotal()})
+	}
+	return resp, nil
+}
+
+// namespacesSeen lists the namespaces of the calls, sorted.
+func (fc *fakeContent) namespacesSeen() []string {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
 	var out []string
-	for ns := range bc.namespaces {
+	for ns := range fc.namespaces {
 		out = append(out, ns)
 	}
 	slices.Sort(out)
@@ -161,7 +205,7 @@ func sha256Digest(t *testing.T, r io.Reader) string {
 
 func TestContentStoreReadAt(t *testing.T) {
 	ctx := context.Background()
-	bc, sock := startBlobContent(t)
+	bc, sock := startFakeContent(t)
 	data := []byte("0123456789abcdefghijklmnopqrstuvwxyz") // 36 bytes
 	d := bc.add(data)
 	cs := newContentStore(t, sock, "")
@@ -234,7 +278,7 @@ func TestContentStoreReadAt(t *testing.T) {
 
 func TestContentStoreOpenAndHas(t *testing.T) {
 	ctx := context.Background()
-	bc, sock := startBlobContent(t)
+	bc, sock := startFakeContent(t)
 	present := bc.add([]byte("present"))
 	const absent = "sha256:0000000000000000000000000000000000000000000000000000000000000000"
 

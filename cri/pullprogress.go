@@ -5,22 +5,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
+	"io/fs"
 	"net/http"
 	"runtime"
 	"strings"
 	"sync"
 	"time"
 
-	contentapi "github.com/containerd/containerd/api/services/content/v1"
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
@@ -36,9 +32,6 @@ const (
 	defaultResolveTimeout = 30 * time.Second
 	// defaultSampleTimeout bounds one Sample's calls to the content store.
 	defaultSampleTimeout = 5 * time.Second
-	// containerdNamespaceHeader is the gRPC metadata key that carries the
-	// namespace of a containerd API call.
-	containerdNamespaceHeader = "containerd-namespace"
 	// defaultContentWait bounds the wait for containerd to have fetched a
 	// manifest the meter wants to read.
 	defaultContentWait = 20 * time.Second
@@ -165,8 +158,7 @@ type contentWatch struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when resolving has ended
 
-	conn    *grpc.ClientConn // nil: done is not measured
-	content contentapi.ContentClient
+	store *ContentStore // nil: done is not measured
 
 	mu        sync.Mutex
 	blobs     []blob // nil until resolved
@@ -181,19 +173,19 @@ func (m *ContentMeter) Watch(ctx context.Context, rt *Runtime, image string, aut
 	ctx, cancel := context.WithCancel(ctx)
 	w := &contentWatch{m: m, cancel: cancel, done: make(chan struct{}), committed: map[string]bool{}}
 	if rt != nil && rt.Name() == RuntimeContainerd {
-		conn, err := grpc.NewClient("unix://"+rt.Endpoint().Path(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		store, err := NewContentStore(rt.Endpoint().Path(), "")
 		if err != nil {
 			log.V(2).Info("Pull progress: cannot reach containerd's content store", "err", err.Error())
 		} else {
-			w.conn, w.content = conn, contentapi.NewContentClient(conn)
+			w.store = store
 		}
 	}
-	content := w.content // the resolver's own copy: Sample may drop w.content
+	store := w.store // the resolver's own copy: Sample may drop w.store
 	go func() {
 		defer close(w.done)
 		rctx, rcancel := context.WithTimeout(ctx, m.resolveTimeout)
 		defer rcancel()
-		blobs, err := m.resolve(rctx, content, image, auths)
+		blobs, err := m.resolve(rctx, store, image, auths)
 		if err != nil {
 			log.V(2).Info("Pull progress: image size unknown", "err", err.Error())
 			return
@@ -217,19 +209,18 @@ func (w *contentWatch) Sample(ctx context.Context) PullBytes {
 	if w.blobs == nil {
 		return PullBytes{}
 	}
-	if w.content == nil {
+	if w.store == nil {
 		return PullBytes{Total: w.total}
 	}
 	ctx, cancel := context.WithTimeout(ctx, w.m.sampleTimeout)
 	defer cancel()
-	ctx = metadata.AppendToOutgoingContext(ctx, containerdNamespaceHeader, ContainerdNamespace)
 	done, err := w.measure(ctx)
 	if err != nil {
 		klog.FromContext(ctx).V(4).Info("Pull progress: content store not readable", "err", err.Error())
 		if code := status.Code(err); code == codes.Unimplemented || code == codes.PermissionDenied {
 			// Not a content store this agent can read: stop asking.
-			_ = w.conn.Close()
-			w.conn, w.content = nil, nil
+			_ = w.store.Close()
+			w.store = nil
 			return PullBytes{Total: w.total}
 		}
 		done = w.last
@@ -248,31 +239,31 @@ func (w *contentWatch) measure(ctx context.Context) (int64, error) {
 			done += b.size
 			continue
 		}
-		_, err := w.content.Info(ctx, &contentapi.InfoRequest{Digest: b.digest})
+		has, err := w.store.Has(ctx, b.digest)
 		switch {
-		case err == nil:
+		case err != nil:
+			return 0, err
+		case has:
 			w.committed[b.digest] = true
 			done += b.size
-		case status.Code(err) == codes.NotFound:
-			pending = append(pending, b)
 		default:
-			return 0, fmt.Errorf("content info of %s: %w", b.digest, err)
+			pending = append(pending, b)
 		}
 	}
 	if len(pending) == 0 {
 		return done, nil
 	}
-	resp, err := w.content.ListStatuses(ctx, &contentapi.ListStatusesRequest{})
+	ingests, err := w.store.Ingests(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("list content ingests: %w", err)
+		return 0, err
 	}
 	for _, b := range pending {
 		var best int64
-		for _, st := range resp.GetStatuses() {
+		for _, in := range ingests {
 			// containerd's ingest refs name the blob, e.g.
 			// "layer-sha256:<hex>".
-			if strings.Contains(st.GetRef(), b.digest) {
-				best = max(best, min(st.GetOffset(), b.size))
+			if strings.Contains(in.Ref, b.digest) {
+				best = max(best, min(in.Offset, b.size))
 			}
 		}
 		done += best
@@ -286,16 +277,25 @@ func (w *contentWatch) Close() {
 	<-w.done
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.conn != nil {
-		_ = w.conn.Close()
-		w.conn, w.content = nil, nil
+	if w.store != nil {
+		_ = w.store.Close()
+		w.store = nil
 	}
 }
 
+// Authenticator turns a CRI credential into a registry client's: what the
+// runtime would send the registry, for the agent's own registry calls.
+func Authenticator(a *runtimeapi.AuthConfig) authn.Authenticator {
+	return authn.FromConfig(authn.AuthConfig{
+		Username: a.GetUsername(), Password: a.GetPassword(), Auth: a.GetAuth(),
+		IdentityToken: a.GetIdentityToken(), RegistryToken: a.GetRegistryToken(),
+	})
+}
+
 // resolve lists the blobs a pull of image fetches on m's platform, trying
-// the credentials in order (anonymous when there are none). content, when
+// the credentials in order (anonymous when there are none). store, when
 // not nil, is containerd's content store.
-func (m *ContentMeter) resolve(ctx context.Context, content contentapi.ContentClient, image string, auths []*runtimeapi.AuthConfig) ([]blob, error) {
+func (m *ContentMeter) resolve(ctx context.Context, store *ContentStore, image string, auths []*runtimeapi.AuthConfig) ([]blob, error) {
 	ref, err := name.ParseReference(image)
 	if err != nil {
 		return nil, fmt.Errorf("parse image reference %q: %w", image, err)
@@ -304,10 +304,7 @@ func (m *ContentMeter) resolve(ctx context.Context, content contentapi.ContentCl
 	if len(auths) > 0 {
 		authenticators = authenticators[:0]
 		for _, a := range auths {
-			authenticators = append(authenticators, authn.FromConfig(authn.AuthConfig{
-				Username: a.GetUsername(), Password: a.GetPassword(), Auth: a.GetAuth(),
-				IdentityToken: a.GetIdentityToken(), RegistryToken: a.GetRegistryToken(),
-			}))
+			authenticators = append(authenticators, Authenticator(a))
 		}
 	}
 	var errs []error
@@ -323,7 +320,7 @@ func (m *ContentMeter) resolve(ctx context.Context, content contentapi.ContentCl
 			}
 			continue
 		}
-		blobs, err := m.blobsOf(ctx, content, ref.Context(), *top, opts)
+		blobs, err := m.blobsOf(ctx, store, ref.Context(), *top, opts)
 		if err != nil {
 			return nil, fmt.Errorf("resolve %s: %w", image, err)
 		}
@@ -335,7 +332,7 @@ func (m *ContentMeter) resolve(ctx context.Context, content contentapi.ContentCl
 // blobsOf lists the blobs of the image top describes: the index (if top
 // is one), the platform's manifest, its config and its distributable
 // layers, each digest once.
-func (m *ContentMeter) blobsOf(ctx context.Context, content contentapi.ContentClient, repo name.Repository, top v1.Descriptor, opts []remote.Option) ([]blob, error) {
+func (m *ContentMeter) blobsOf(ctx context.Context, store *ContentStore, repo name.Repository, top v1.Descriptor, opts []remote.Option) ([]blob, error) {
 	var out []blob
 	seen := map[string]bool{}
 	add := func(d v1.Hash, size int64) {
@@ -345,7 +342,7 @@ func (m *ContentMeter) blobsOf(ctx context.Context, content contentapi.ContentCl
 		}
 	}
 	add(top.Digest, top.Size)
-	raw, err := m.manifest(ctx, content, repo, top.Digest, opts)
+	raw, err := m.manifest(ctx, store, repo, top.Digest, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -360,7 +357,7 @@ func (m *ContentMeter) blobsOf(ctx context.Context, content contentapi.ContentCl
 			return nil, fmt.Errorf("index %s has no image for %s", top.Digest, m.platform)
 		}
 		add(child.Digest, child.Size)
-		if raw, err = m.manifest(ctx, content, repo, child.Digest, opts); err != nil {
+		if raw, err = m.manifest(ctx, store, repo, child.Digest, opts); err != nil {
 			return nil, err
 		}
 	case top.MediaType.IsImage():
@@ -399,9 +396,9 @@ func (m *ContentMeter) pick(children []v1.Descriptor) (v1.Descriptor, bool) {
 // first thing in a pull, so with its content store they are read from
 // there, waiting for them a little, rather than fetched from the registry
 // once more; the registry is the fallback.
-func (m *ContentMeter) manifest(ctx context.Context, content contentapi.ContentClient, repo name.Repository, d v1.Hash, opts []remote.Option) ([]byte, error) {
-	if content != nil {
-		raw, err := m.readContent(ctx, content, d.String())
+func (m *ContentMeter) manifest(ctx context.Context, store *ContentStore, repo name.Repository, d v1.Hash, opts []remote.Option) ([]byte, error) {
+	if store != nil {
+		raw, err := m.readContent(ctx, store, d.String())
 		if err == nil {
 			return raw, nil
 		}
@@ -419,20 +416,26 @@ func (m *ContentMeter) manifest(ctx context.Context, content contentapi.ContentC
 
 // readContent reads blob digest from containerd's content store, waiting
 // up to m.contentWait for it to be there.
-func (m *ContentMeter) readContent(ctx context.Context, content contentapi.ContentClient, digest string) ([]byte, error) {
-	ctx = metadata.AppendToOutgoingContext(ctx, containerdNamespaceHeader, ContainerdNamespace)
+func (m *ContentMeter) readContent(ctx context.Context, store *ContentStore, digest string) ([]byte, error) {
 	wait := time.NewTimer(m.contentWait)
 	defer wait.Stop()
 	for {
-		info, err := content.Info(ctx, &contentapi.InfoRequest{Digest: digest})
+		blob, err := store.Open(ctx, digest)
 		if err == nil {
-			if size := info.GetInfo().GetSize(); size > maxManifestBytes {
+			defer func() { _ = blob.Close() }()
+			if size := blob.Size(); size > maxManifestBytes {
 				return nil, fmt.Errorf("manifest %s of %d bytes is too large", digest, size)
 			}
-			break
+			// The whole blob in one ReadAt: one Read call of the content
+			// service.
+			raw := make([]byte, blob.Size())
+			if _, err := blob.ReadAt(raw, 0); err != nil {
+				return nil, err
+			}
+			return raw, nil
 		}
-		if status.Code(err) != codes.NotFound {
-			return nil, fmt.Errorf("content info of %s: %w", digest, err)
+		if !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
 		}
 		poll := time.NewTimer(contentPoll)
 		select {
@@ -444,23 +447,5 @@ func (m *ContentMeter) readContent(ctx context.Context, content contentapi.Conte
 			return nil, fmt.Errorf("%s did not reach the content store within %s", digest, m.contentWait)
 		case <-poll.C:
 		}
-	}
-	stream, err := content.Read(ctx, &contentapi.ReadContentRequest{Digest: digest})
-	if err != nil {
-		return nil, fmt.Errorf("read content %s: %w", digest, err)
-	}
-	var buf bytes.Buffer
-	for {
-		resp, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return buf.Bytes(), nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read content %s: %w", digest, err)
-		}
-		if buf.Len()+len(resp.GetData()) > maxManifestBytes {
-			return nil, fmt.Errorf("manifest %s is too large", digest)
-		}
-		buf.Write(resp.GetData())
 	}
 }

@@ -15,16 +15,12 @@ import (
 	"testing"
 	"time"
 
-	contentapi "github.com/containerd/containerd/api/services/content/v1"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/shoal-io/shoal/cri"
@@ -168,17 +164,16 @@ func (w *throttledWriter) Write(p []byte) (int, error) {
 func discardLog() *log.Logger { return log.New(io.Discard, "", 0) }
 
 // ingests lists c's active ingests in the k8s.io namespace.
-func ingests(t *testing.T, c *containerdtest.Containerd) []*contentapi.Status {
+func ingests(t *testing.T, c *containerdtest.Containerd) []cri.ContentIngest {
 	t.Helper()
-	conn, err := grpc.NewClient("unix://"+c.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cs, err := cri.NewContentStore(c.Socket, cri.ContainerdNamespace)
 	require.NoError(t, err)
-	defer func() { _ = conn.Close() }()
+	defer func() { _ = cs.Close() }()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	ctx = metadata.AppendToOutgoingContext(ctx, "containerd-namespace", cri.ContainerdNamespace)
-	resp, err := contentapi.NewContentClient(conn).ListStatuses(ctx, &contentapi.ListStatusesRequest{})
+	in, err := cs.Ingests(ctx)
 	require.NoError(t, err)
-	return resp.GetStatuses()
+	return in
 }
 
 // observe polls the item's report until it ends, and returns every
@@ -283,8 +278,8 @@ func TestPullWithContainerd(t *testing.T) {
 		var left []string
 		var leftBytes int64
 		for _, st := range ingests(t, ctrd) {
-			left = append(left, fmt.Sprintf("%s at %d/%d", st.GetRef(), st.GetOffset(), st.GetTotal()))
-			leftBytes += st.GetOffset()
+			left = append(left, fmt.Sprintf("%s at %d/%d", st.Ref, st.Offset, st.Total))
+			leftBytes += st.Offset
 		}
 		t.Logf("interrupted after the registry sent %d of %d bytes; containerd keeps %d ingests (%d bytes): %v",
 			first, total, len(left), leftBytes, left)
