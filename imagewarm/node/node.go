@@ -260,18 +260,23 @@ func (n *Node) Forget(node string) { n.tracker.ForgetNode(node) }
 // origin returns the origin of a repository of a registry, with the
 // credentials a recent warm used for it.
 func (n *Node) origin(registry, repository string) swarm.Origin {
-	o := swarm.Origin{Registry: registry, Repository: repository}
-	for _, u := range n.cfg.Upstreams {
-		if u.Registry == registry {
-			o.Insecure = u.Insecure
-		}
-	}
+	o := swarm.Origin{Registry: registry, Repository: repository, Insecure: n.insecure(registry)}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if c, ok := n.creds[registry+"/"+repository]; ok && time.Now().Before(c.until) {
 		o.Auth = c.auth
 	}
 	return o
+}
+
+// insecure reports whether registry is reached over plain HTTP.
+func (n *Node) insecure(registry string) bool {
+	for _, u := range n.cfg.Upstreams {
+		if u.Registry == registry {
+			return u.Insecure
+		}
+	}
+	return false
 }
 
 // remember keeps the credentials of a warm for the runtime's requests.

@@ -58,18 +58,12 @@ func (i Image) Size() int64 {
 // the digests the registry named. It picks the node's platform in an
 // index.
 func (n *Node) Resolve(ctx context.Context, image string, auth authn.Authenticator) (Image, error) {
-	var opts []name.Option
 	ref, err := name.ParseReference(image)
 	if err != nil {
 		return Image{}, fmt.Errorf("parse image reference %q: %w", image, err)
 	}
-	for _, u := range n.cfg.Upstreams {
-		if u.Registry == ref.Context().RegistryStr() && u.Insecure {
-			opts = append(opts, name.Insecure)
-		}
-	}
-	if len(opts) > 0 {
-		if ref, err = name.ParseReference(image, opts...); err != nil {
+	if n.insecure(ref.Context().RegistryStr()) {
+		if ref, err = name.ParseReference(image, name.Insecure); err != nil {
 			return Image{}, fmt.Errorf("parse image reference %q: %w", image, err)
 		}
 	}

@@ -87,11 +87,8 @@ const maxCachedTransports = 256
 // roundTripper returns the authenticated transport for o, creating it (a
 // registry ping and, for token auth, a token request) on first use.
 func (r *Registry) roundTripper(ctx context.Context, o Origin) (http.RoundTripper, error) {
-	auth := o.Auth
-	if auth == nil {
-		auth = authn.Anonymous
-	}
-	key := transportKey{o.Registry, o.Repository, o.Insecure, auth}
+	key := keyOf(o)
+	auth := key.auth
 	r.mu.Lock()
 	t, ok := r.trans[key]
 	r.mu.Unlock()
@@ -126,13 +123,18 @@ func (r *Registry) roundTripper(ctx context.Context, o Origin) (http.RoundTrippe
 // forget drops o's cached transport (after a 401: the token may have
 // expired).
 func (r *Registry) forget(o Origin) {
+	r.mu.Lock()
+	delete(r.trans, keyOf(o))
+	r.mu.Unlock()
+}
+
+// keyOf returns o's transport key (anonymous when o has no credentials).
+func keyOf(o Origin) transportKey {
 	auth := o.Auth
 	if auth == nil {
 		auth = authn.Anonymous
 	}
-	r.mu.Lock()
-	delete(r.trans, transportKey{o.Registry, o.Repository, o.Insecure, auth})
-	r.mu.Unlock()
+	return transportKey{o.Registry, o.Repository, o.Insecure, auth}
 }
 
 // blobURL returns o's URL for blob d.

@@ -15,6 +15,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/shoal-io/shoal/imagewarm/tracker"
+	"github.com/shoal-io/shoal/internal/metricstest"
 )
 
 // t0 is the fake clocks' start.
@@ -410,33 +411,11 @@ func reassignedCount(t *testing.T, reg *prometheus.Registry, reason string) floa
 	return metricValue(t, reg, "shoal_agent_tracker_leases_reassigned_total", map[string]string{"reason": reason})
 }
 
-// metricValue returns the value of the counter or gauge name with exactly
-// the labels given (0 when absent).
+// metricValue sums the series of the counter or gauge name that carry
+// labels (0 when absent).
 func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if want, ok := labels[lp.GetName()]; !ok || want != lp.GetValue() {
-					continue metrics
-				}
-			}
-			if len(m.GetLabel()) != len(labels) {
-				continue
-			}
-			if m.GetGauge() != nil {
-				return m.GetGauge().GetValue()
-			}
-			return m.GetCounter().GetValue()
-		}
-	}
-	return 0
+	return metricstest.Sum(t, reg, name, labels)
 }
 
 func TestPieceHashes(t *testing.T) {

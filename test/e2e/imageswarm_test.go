@@ -66,10 +66,7 @@ func TestImageSwarmThroughMirror(t *testing.T) {
 	require.Equal(t, int32(len(nodes)), done.Status.Succeeded, pullJobState(done))
 
 	byNode := layerBytesTo(t, reg, ref, nodes)
-	var upstream int64
-	for _, b := range byNode {
-		upstream += b
-	}
+	upstream := layerTotal(t, reg, ref, nodes)
 	alpha := float64(upstream) / float64(pushed.Size())
 	var fromPeers float64
 	for _, n := range nodes {
