@@ -84,6 +84,9 @@ type harness struct {
 	runtime *memSource
 	peer    *httptest.Server
 	local   *httptest.Server
+	// handlers tracks requests still inside the server: a client can
+	// read a response's last byte before the handler has counted it.
+	handlers sync.WaitGroup
 }
 
 func newHarness(t testing.TB, o Options) *harness {
@@ -104,11 +107,33 @@ func newHarnessPieces(t testing.TB, o Options, pieceSize int64) *harness {
 	o.Registerer = h.reg
 	h.srv, err = New(o)
 	require.NoError(t, err)
-	h.peer = httptest.NewServer(h.srv.Handler(Peer))
+	h.peer = httptest.NewServer(h.tracked(h.srv.Handler(Peer)))
 	t.Cleanup(h.peer.Close)
-	h.local = httptest.NewServer(h.srv.Handler(Runtime))
+	h.local = httptest.NewServer(h.tracked(h.srv.Handler(Runtime)))
 	t.Cleanup(h.local.Close)
 	return h
+}
+
+func (h *harness) tracked(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.handlers.Add(1)
+		defer h.handlers.Done()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// count reads a server metric once every request made so far has left
+// the handler, so that its bytes and outcome are counted.
+func (h *harness) count(t testing.TB, c prometheus.Collector) float64 {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { h.handlers.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("blob server handlers still running after 10s")
+	}
+	return testutil.ToFloat64(c)
 }
 
 // put stores data as a verified blob.
@@ -254,9 +279,9 @@ func TestRanges(t *testing.T) {
 	for _, tc := range cases {
 		want += float64(tc.end - tc.start)
 	}
-	require.Equal(t, want, testutil.ToFloat64(h.srv.m.served.WithLabelValues("peer", sourceStore)))
-	require.Equal(t, want, testutil.ToFloat64(h.srv.m.served.WithLabelValues("peer", sourceRuntime)))
-	require.Equal(t, 8.0, testutil.ToFloat64(h.srv.m.requests.WithLabelValues("peer", "416")), "2 cases, GET and HEAD, 2 sources")
+	require.Equal(t, want, h.count(t, h.srv.m.served.WithLabelValues("peer", sourceStore)))
+	require.Equal(t, want, h.count(t, h.srv.m.served.WithLabelValues("peer", sourceRuntime)))
+	require.Equal(t, 8.0, h.count(t, h.srv.m.requests.WithLabelValues("peer", "416")), "2 cases, GET and HEAD, 2 sources")
 }
 
 func TestEmptyBlob(t *testing.T) {
@@ -323,14 +348,14 @@ func TestPartialCoverage(t *testing.T) {
 		h.runtime.mu.Lock()
 		h.runtime.blobs[d] = data
 		h.runtime.mu.Unlock()
-		before := testutil.ToFloat64(h.srv.m.served.WithLabelValues("peer", sourceRuntime))
+		before := h.count(t, h.srv.m.served.WithLabelValues("peer", sourceRuntime))
 		r := do(t, "GET", blobURL(h.peer.URL, d), "")
 		require.Equal(t, 200, r.code)
 		require.Equal(t, data, r.body)
-		require.Equal(t, before+size, testutil.ToFloat64(h.srv.m.served.WithLabelValues("peer", sourceRuntime)))
+		require.Equal(t, before+size, h.count(t, h.srv.m.served.WithLabelValues("peer", sourceRuntime)))
 	})
-	require.Equal(t, float64(100+2000+7+size), testutil.ToFloat64(h.srv.m.served.WithLabelValues("peer", sourcePartial)))
-	require.Equal(t, 2000.0, testutil.ToFloat64(h.srv.m.served.WithLabelValues("runtime", sourcePartial)))
+	require.Equal(t, float64(100+2000+7+size), h.count(t, h.srv.m.served.WithLabelValues("peer", sourcePartial)))
+	require.Equal(t, 2000.0, h.count(t, h.srv.m.served.WithLabelValues("runtime", sourcePartial)))
 }
 
 // TestCutThrough streams a blob to the runtime while its pieces are
@@ -382,7 +407,7 @@ func TestCutThrough(t *testing.T) {
 			require.Empty(t, rest)
 		})
 	}
-	require.Equal(t, float64(size+size-1500), testutil.ToFloat64(h.srv.m.served.WithLabelValues("runtime", sourcePartial)))
+	require.Equal(t, float64(size+size-1500), h.count(t, h.srv.m.served.WithLabelValues("runtime", sourcePartial)))
 }
 
 func TestCutThroughStall(t *testing.T) {
@@ -401,7 +426,7 @@ func TestCutThroughStall(t *testing.T) {
 	require.ErrorIs(t, err, io.ErrUnexpectedEOF, "a piece that never comes cuts the response short")
 	require.Equal(t, data[:testPiece], got)
 	h.local.Close() // waits for the handler to return
-	require.Equal(t, 1.0, testutil.ToFloat64(h.srv.m.aborted.WithLabelValues("runtime")))
+	require.Equal(t, 1.0, h.count(t, h.srv.m.aborted.WithLabelValues("runtime")))
 }
 
 // TestUploadCap holds MaxPeerUploads uploads open (their reads block) and
@@ -464,7 +489,7 @@ func TestUploadCap(t *testing.T) {
 			}
 			require.Eventually(t, func() bool { return testutil.ToFloat64(h.srv.m.inFlight) == 0 }, 10*time.Second, time.Millisecond)
 			require.Equal(t, 200, do(t, http.MethodGet, blobURL(h.peer.URL, d), "").code, "slots are given back")
-			require.Equal(t, 8.0, testutil.ToFloat64(h.srv.m.requests.WithLabelValues("peer", "429")))
+			require.Equal(t, 8.0, h.count(t, h.srv.m.requests.WithLabelValues("peer", "429")))
 		})
 	}
 }

@@ -69,26 +69,28 @@ type job struct {
 	sources  []string // the peer that supplied each piece ("" when upstream or resumed)
 	results  chan result
 
-	lookups        chan lookupResult
-	looking        bool
-	lastLookup     time.Time
-	lookupFails    int
-	looked         bool // a lookup answered at least once
-	hashesKnown    bool
-	leaseHeld      bool
-	lastLeaseTry   time.Time
-	upRunning      bool
-	upDone         chan error
-	upCancel       context.CancelFunc
-	upPos          atomic.Int64 // the piece the upstream stream is on (-1: none)
-	upFails        int
-	upBackoff      time.Time
-	upProgress     chan struct{}
-	mismatches     int
-	pieceTime      time.Duration // moving average of a piece request's duration
-	announced      int
-	lastAnnounce   time.Time
-	announcing     atomic.Bool
+	lookups      chan lookupResult
+	looking      bool
+	lastLookup   time.Time
+	lookupFails  int
+	looked       bool // a lookup answered at least once
+	hashesKnown  bool
+	leaseHeld    bool
+	lastLeaseTry time.Time
+	upRunning    bool
+	upDone       chan error
+	upCancel     context.CancelFunc
+	upPos        atomic.Int64 // the piece the upstream stream is on (-1: none)
+	upFails      int
+	upBackoff    time.Time
+	upProgress   chan struct{}
+	mismatches   int
+	pieceTime    time.Duration // moving average of a piece request's duration
+	announced    int
+	lastAnnounce time.Time
+	// announcing is closed when the background progress announcement
+	// ends; nil before the first.
+	announcing     chan struct{}
 	directUpstream bool // going upstream without a lease (trackers unreachable)
 }
 
@@ -702,7 +704,7 @@ func (j *job) copyFrom(ctx context.Context, rc io.Reader, i int, buf []byte) err
 // maybeAnnounce tells the trackers about new pieces, at most every
 // AnnounceInterval, in the background.
 func (j *job) maybeAnnounce(ctx context.Context, bm store.Bitmap, now time.Time) {
-	if j.f.cfg.Mode != Swarm || now.Sub(j.lastAnnounce) < j.f.cfg.AnnounceInterval || j.announcing.Load() {
+	if j.f.cfg.Mode != Swarm || now.Sub(j.lastAnnounce) < j.f.cfg.AnnounceInterval || j.stillAnnouncing() {
 		return
 	}
 	c := bm.Count()
@@ -710,16 +712,29 @@ func (j *job) maybeAnnounce(ctx context.Context, bm store.Bitmap, now time.Time)
 		return
 	}
 	j.announced, j.lastAnnounce = c, now
-	j.announcing.Store(true)
+	done := make(chan struct{})
+	j.announcing = done
 	h := tracker.Holding{Digest: j.d.String(), Size: j.size, PieceSize: j.ps, Pieces: wireBitmap(bm)}
 	go func() {
-		defer j.announcing.Store(false)
+		defer close(done)
 		actx, cancel := context.WithTimeout(ctx, rpcTimeout)
 		defer cancel()
 		if err := j.f.cfg.Trackers.Announce(actx, h); err != nil && ctx.Err() == nil {
 			j.log.V(2).Info("Announcing progress failed", "err", err.Error())
 		}
 	}()
+}
+
+func (j *job) stillAnnouncing() bool {
+	if j.announcing == nil {
+		return false
+	}
+	select {
+	case <-j.announcing:
+		return false
+	default:
+		return true
+	}
 }
 
 // commit verifies the complete blob. It returns done=true when the fetch
@@ -769,6 +784,14 @@ func (j *job) finish(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rpcTimeout)
 	defer cancel()
+	if j.announcing != nil {
+		// A progress announcement landing after the complete one would
+		// turn this node back into a partial holder.
+		select {
+		case <-j.announcing:
+		case <-ctx.Done():
+		}
+	}
 	if j.f.cfg.Mode == Swarm && !j.hashesKnown {
 		if h, err := j.b.PieceHashes(); err == nil {
 			if err := j.f.cfg.Trackers.PublishPieceHashes(ctx, j.d.String(), wireHashes(j.size, h)); err != nil {

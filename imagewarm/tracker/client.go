@@ -167,9 +167,11 @@ func (c *Client) Trackers(digest string) []placement.Member {
 	return placement.Trackers(digest, c.cfg.Members.Members(), c.cfg.Replicas)
 }
 
-// announcement turns a holding of this node into an announcement.
-func (c *Client) announcement(h Holding) Announcement {
+// announcement turns a holding of this node, read at readAt, into an
+// announcement.
+func (c *Client) announcement(h Holding, readAt time.Time) Announcement {
 	a := Announcement{
+		ReadAt:   readAt.UnixNano(),
 		Digest:   h.Digest,
 		Node:     c.cfg.Self.Name,
 		Endpoint: c.cfg.Self.Endpoint,
@@ -184,10 +186,10 @@ func (c *Client) announcement(h Holding) Announcement {
 	return a
 }
 
-// Announce tells digest's trackers that this node holds h. It succeeds
-// when at least one tracker recorded it.
+// Announce tells digest's trackers that this node holds h, read no
+// earlier than the call. It succeeds when at least one tracker recorded it.
 func (c *Client) Announce(ctx context.Context, h Holding) error {
-	a := c.announcement(h)
+	a := c.announcement(h, time.Now())
 	if err := a.Validate(); err != nil {
 		return fmt.Errorf("announcing %s: %w", h.Digest, err)
 	}
@@ -431,6 +433,7 @@ func (c *Client) AnnounceAll(ctx context.Context) error {
 	if c.cfg.Holdings == nil {
 		return nil
 	}
+	readAt := time.Now()
 	holdings := c.cfg.Holdings.Holdings()
 	if len(holdings) == 0 {
 		return nil
@@ -443,7 +446,7 @@ func (c *Client) AnnounceAll(ctx context.Context) error {
 	members := map[string]placement.Member{}
 	skipped := 0
 	for _, h := range holdings {
-		a := c.announcement(h)
+		a := c.announcement(h, readAt)
 		if err := a.Validate(); err != nil {
 			skipped++
 			c.log.V(1).Info("Not announcing an invalid holding", "digest", h.Digest, "err", err)

@@ -101,9 +101,16 @@ type Tracker struct {
 	hashBytes int
 }
 
+// holding is a holder with the time, on its own clock, at which it read
+// what it announced.
+type holding struct {
+	Holder
+	readAt int64
+}
+
 // entry is one digest's state.
 type entry struct {
-	holders map[string]*Holder
+	holders map[string]*holding
 	leases  []*lease
 	hashes  *PieceHashes
 	// active is the last announce, lease or publication: an entry left
@@ -150,15 +157,19 @@ func (t *Tracker) Announce(a Announcement) error {
 		return fmt.Errorf("announce %s from %s: %w", a.Digest, a.Node, err)
 	}
 	h := e.holders[a.Node]
+	if h != nil && a.ReadAt != 0 && a.ReadAt < h.readAt {
+		return nil // overtaken by a newer announcement
+	}
 	if h == nil {
 		if len(e.holders) >= t.cfg.MaxHolders {
 			t.dropIfEmptyLocked(a.Digest, e, now)
 			return fmt.Errorf("announce %s from %s: %w: %d holders already", a.Digest, a.Node, ErrFull, len(e.holders))
 		}
-		h = &Holder{}
+		h = &holding{}
 		e.holders[a.Node] = h
 	}
-	*h = Holder{
+	h.readAt = a.ReadAt
+	h.Holder = Holder{
 		Node:         a.Node,
 		Endpoint:     a.Endpoint,
 		Zone:         a.Zone,
@@ -353,7 +364,7 @@ func (t *Tracker) Lookup(req LookupRequest) (LookupResult, error) {
 		if req.Zone == "" || h.Zone != req.Zone {
 			tier++
 		}
-		tiers[tier] = append(tiers[tier], h)
+		tiers[tier] = append(tiers[tier], &h.Holder)
 	}
 	for _, tier := range tiers {
 		rand.Shuffle(len(tier), func(i, j int) { tier[i], tier[j] = tier[j], tier[i] })
@@ -445,7 +456,7 @@ func (t *Tracker) entryLocked(digest string, now time.Time) (*entry, error) {
 	if len(t.entries) >= t.cfg.MaxDigests {
 		return nil, fmt.Errorf("%w: %d digests tracked already", ErrFull, len(t.entries))
 	}
-	e := &entry{holders: map[string]*Holder{}, active: now}
+	e := &entry{holders: map[string]*holding{}, active: now}
 	t.entries[digest] = e
 	return e, nil
 }

@@ -246,6 +246,39 @@ func TestSoftStateTTL(t *testing.T) {
 	require.Equal(t, tracker.Stats{}, tr.Stats(), "Expire freed the digest")
 }
 
+// TestOvertakenAnnouncement shows that an announcement read before the
+// one a tracker has from the same node is ignored, whatever order they
+// arrive in; an unstamped one always counts.
+func TestOvertakenAnnouncement(t *testing.T) {
+	d := digest(1)
+	stamped := func(a tracker.Announcement, readAt int64) tracker.Announcement {
+		a.ReadAt = readAt
+		return a
+	}
+	tests := []struct {
+		name         string
+		first, then  tracker.Announcement
+		wantComplete bool
+		wantPieces   int
+	}{
+		{"late partial ignored", stamped(complete(d, "a", ""), 20), stamped(partial(d, "a", "", 9), 10), true, 0},
+		{"newer partial counts", stamped(complete(d, "a", ""), 10), stamped(partial(d, "a", "", 9), 20), false, 9},
+		{"late fewer pieces ignored", stamped(partial(d, "a", "", 5), 20), stamped(partial(d, "a", "", 3), 10), false, 5},
+		{"unstamped counts", stamped(complete(d, "a", ""), 20), partial(d, "a", "", 4), false, 4},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tr, _, _ := newTracker(t, tracker.Config{})
+			require.NoError(t, tr.Announce(tc.first))
+			require.NoError(t, tr.Announce(tc.then))
+			hs := lookup(t, tr, d, "", "").Holders
+			require.Len(t, hs, 1)
+			require.Equal(t, tc.wantComplete, hs[0].Complete)
+			require.Equal(t, tc.wantPieces, hs[0].Pieces.Count())
+		})
+	}
+}
+
 func TestWithdrawAndForget(t *testing.T) {
 	d1, d2 := digest(1), digest(2)
 	tests := []struct {

@@ -105,6 +105,12 @@ type Announcement struct {
 	PieceSize int64 `json:"pieceSize,omitempty"`
 	// Pieces are the pieces a partial holder has; empty when Complete.
 	Pieces Bitmap `json:"pieces,omitempty"`
+	// ReadAt is when the holder read the state it announces (its own
+	// clock, Unix nanoseconds). A tracker ignores an announcement older
+	// than the one it has from the same node, so a re-announcement
+	// snapshotted before a blob completed cannot overtake the announcement
+	// that it is complete. Zero is never ignored.
+	ReadAt int64 `json:"readAt,omitempty"`
 }
 
 // Validate checks the announcement against the tracker's limits.
