@@ -174,11 +174,15 @@ func New(cfg Config) (*Node, error) {
 	if n.tracker, err = tracker.New(tracker.Config{Registerer: cfg.Registerer}); err != nil {
 		return fail(err)
 	}
+	if cfg.Fetch.Peers == nil {
+		cfg.Fetch.Peers = &http.Client{Transport: swarmTransport()}
+	}
 	client, err = tracker.NewClient(tracker.ClientConfig{
-		Self:     placement.Member{Name: cfg.Name, Endpoint: cfg.Advertise, Zone: cfg.Zone},
-		Members:  cfg.Members,
-		Holdings: n.holdings(swarm.HoldingsOf(st, cfg.Mode == swarm.SpegelLike)),
-		Local:    n.tracker, Registerer: cfg.Registerer, Logger: n.log,
+		HTTPClient: cfg.Fetch.Peers,
+		Self:       placement.Member{Name: cfg.Name, Endpoint: cfg.Advertise, Zone: cfg.Zone},
+		Members:    cfg.Members,
+		Holdings:   n.holdings(swarm.HoldingsOf(st, cfg.Mode == swarm.SpegelLike)),
+		Local:      n.tracker, Registerer: cfg.Registerer, Logger: n.log,
 	})
 	if err != nil {
 		return fail(err)
@@ -418,4 +422,16 @@ func (n *Node) ReleaseHeldByRuntime(ctx context.Context) int {
 		n.log.V(2).Info("Dropped blobs the runtime holds", "blobs", released)
 	}
 	return released
+}
+
+// swarmTransport reaches other agents' swarm endpoints, trackers and blob
+// servers alike. Piece requests to one peer from several fetches plus the
+// tracker RPCs run well past the default two idle connections per host,
+// and every connection beyond them would be closed after its request and
+// dialled again for the next.
+func swarmTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 32
+	t.DisableCompression = true // blobs are compressed already
+	return t
 }

@@ -69,12 +69,15 @@ type job struct {
 	sources  []string // the peer that supplied each piece ("" when upstream or resumed)
 	results  chan result
 
-	lookups      chan lookupResult
-	looking      bool
-	lastLookup   time.Time
-	lookupFails  int
-	looked       bool // a lookup answered at least once
-	hashesKnown  bool
+	lookups     chan lookupResult
+	looking     bool
+	lastLookup  time.Time
+	lookupFails int
+	looked      bool // a lookup answered at least once
+	hashesKnown bool
+	// awaitHashes is set once the blob failed its digest check: peers'
+	// pieces are taken again only when they can be checked one by one.
+	awaitHashes  bool
 	leaseHeld    bool
 	lastLeaseTry time.Time
 	upRunning    bool
@@ -277,13 +280,17 @@ func (j *job) applyLookup(ctx context.Context, lr lookupResult) {
 		}
 	}
 	if lr.res.PieceHashes != nil && !j.hashesKnown {
-		j.takeHashes(ctx, lr.res.PieceHashes)
+		j.takeHashes(lr.res.PieceHashes)
 	}
 }
 
 // takeHashes gives the blob published piece hashes; pieces already present
-// that do not match are dropped and their senders blacklisted.
-func (j *job) takeHashes(ctx context.Context, p *tracker.PieceHashes) {
+// that do not match are dropped and fetched again. Their senders are not
+// blamed: a piece that arrived before anyone could check it may have been
+// relayed in good faith by a node that got it from the corrupting peer.
+// From now on every piece is checked on arrival, and a bad one blames the
+// peer that sent it.
+func (j *job) takeHashes(p *tracker.PieceHashes) {
 	bad, err := j.b.SetPieceHashes(storeHashes(p))
 	if err != nil {
 		j.log.Info("Could not take piece hashes", "publisher", p.Publisher, "err", err.Error())
@@ -292,10 +299,10 @@ func (j *job) takeHashes(ctx context.Context, p *tracker.PieceHashes) {
 	j.hashesKnown = true
 	for _, i := range bad {
 		j.f.m.badPieces.Inc()
-		if src := j.sources[i]; src != "" {
-			j.f.ban(ctx, src, fmt.Sprintf("piece %d did not match the published piece hash", i))
-		}
 		j.sources[i] = ""
+	}
+	if len(bad) > 0 {
+		j.log.Info("Dropped pieces that did not match the published piece hashes", "pieces", len(bad))
 	}
 }
 
@@ -308,7 +315,7 @@ func (j *job) eligible(h *holder, now time.Time) bool {
 // schedule sends piece requests while there is room: the rarest missing
 // pieces first, then duplicates of slow or last pieces.
 func (j *job) schedule(ctx context.Context, bm store.Bitmap, now time.Time) {
-	if j.f.cfg.Mode == Naive || j.requests >= j.f.cfg.MaxInflight || len(j.holders) == 0 {
+	if j.f.cfg.Mode == Naive || j.requests >= j.f.cfg.MaxInflight || len(j.holders) == 0 || (j.awaitHashes && !j.hashesKnown) {
 		return
 	}
 	var ready []*holder
@@ -593,8 +600,11 @@ func (j *job) maybeUpstream(ctx context.Context, bm store.Bitmap, now time.Time)
 }
 
 // holdersHaveMissing reports whether some holder that is not blacklisted
-// has a piece this node lacks.
+// has a piece this node lacks and would take now.
 func (j *job) holdersHaveMissing(bm store.Bitmap, now time.Time) bool {
+	if j.awaitHashes && !j.hashesKnown {
+		return false // and if no one ever verifies it, a stalled lease comes here
+	}
 	for _, h := range j.holders {
 		if j.f.blacklisted(h.node, now) {
 			continue
@@ -714,7 +724,7 @@ func (j *job) maybeAnnounce(ctx context.Context, bm store.Bitmap, now time.Time)
 	j.announced, j.lastAnnounce = c, now
 	done := make(chan struct{})
 	j.announcing = done
-	h := tracker.Holding{Digest: j.d.String(), Size: j.size, PieceSize: j.ps, Pieces: wireBitmap(bm)}
+	h := tracker.Holding{Digest: j.d.String(), Size: j.size, PieceSize: j.ps, Pieces: wireBitmap(bm), Leased: j.leaseHeld}
 	go func() {
 		defer close(done)
 		actx, cancel := context.WithTimeout(ctx, rpcTimeout)
@@ -755,8 +765,22 @@ func (j *job) commit(ctx context.Context) (bool, error) {
 			}
 			j.sources[i] = ""
 		}
-		for p := range peers {
-			j.f.ban(ctx, p, "supplied pieces of a blob whose digest did not match")
+		if j.f.cfg.Mode == Swarm {
+			// Some peer corrupted a piece, and others may have relayed
+			// it: there is no telling them apart without piece hashes,
+			// so nobody is blamed, and peers are asked again only once a
+			// node verified the blob and published them, when each piece
+			// is checked on arrival (fetching from upstream goes on).
+			j.awaitHashes = true
+			// Ask the trackers for the hashes now, and for the lease only
+			// once they answered without them: the lease is free when
+			// its holder finished, which published the hashes first.
+			j.looked, j.lastLookup = false, time.Time{}
+		} else {
+			// Whole blobs from verified holders: one of them lied.
+			for p := range peers {
+				j.f.ban(ctx, p, "supplied pieces of a blob whose digest did not match")
+			}
 		}
 		j.hashesKnown = false
 		j.announced = 0

@@ -264,13 +264,16 @@ func TestSpegelLikeServesOnlyCompleteBlobs(t *testing.T) {
 	require.Equal(t, u.desc.Size, u.sent.Load())
 }
 
-// TestDigestMismatchBlacklists: a holder that serves corrupted bytes and
-// no piece hashes are known: the blob fails its digest, the holder is
-// blacklisted, and the blob is fetched again (from upstream).
-func TestDigestMismatchBlacklists(t *testing.T) {
+// TestDigestMismatchAwaitsHashes: a holder serves corrupted bytes and no
+// piece hashes are known. The blob fails its digest; nobody is blamed (a
+// relay could not be told from the corrupter), and the node takes no more
+// peer pieces until the blob can be checked piece by piece: it fetches it
+// from upstream, verifies it and publishes the hashes. A later node checks
+// each piece on arrival and blacklists only the corrupting holder.
+func TestDigestMismatchAwaitsHashes(t *testing.T) {
 	u := newUpstream(t, 3<<20, 0)
-	nodes := newSwarm(t, 2, nodeOptions{})
-	bad, good := nodes[0], nodes[1]
+	nodes := newSwarm(t, 3, nodeOptions{})
+	bad, first, later := nodes[0], nodes[1], nodes[2]
 	// The bad node holds the blob (verified) and announces it without
 	// publishing piece hashes.
 	b, err := bad.store.Begin(u.desc.Digest, u.desc.Size, swarm.PieceSizeFor(u.desc.Size))
@@ -284,10 +287,17 @@ func TestDigestMismatchBlacklists(t *testing.T) {
 	require.NoError(t, bad.client.Announce(context.Background(), tracker.Holding{Digest: u.desc.Digest.String(), Complete: true, Size: u.desc.Size}))
 	bad.poison.Store(true)
 
-	fetchAll(t, []*node{good}, u)
-	require.Equal(t, []string{bad.name}, good.fetcher.Blacklisted())
-	require.Equal(t, 1.0, good.counter(t, "shoal_agent_swarm_digest_mismatches_total", nil))
+	fetchAll(t, []*node{first}, u)
+	require.Empty(t, first.fetcher.Blacklisted(), "no piece hashes: nobody to blame")
+	require.Equal(t, 1.0, first.counter(t, "shoal_agent_swarm_digest_mismatches_total", nil))
 	require.Equal(t, u.desc.Size, u.sent.Load(), "the refetch came from upstream")
+
+	fetchAll(t, []*node{later}, u)
+	require.Zero(t, later.counter(t, "shoal_agent_swarm_digest_mismatches_total", nil))
+	if later.counter(t, "shoal_agent_swarm_bad_pieces_total", nil) > 0 {
+		require.Equal(t, []string{bad.name}, later.fetcher.Blacklisted())
+	}
+	require.Equal(t, u.desc.Size, u.sent.Load(), "the later node fetched from peers")
 }
 
 // TestPieceHashesCatchPoisonedPeer: once piece hashes are published, a

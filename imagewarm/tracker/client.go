@@ -48,6 +48,9 @@ type Holding struct {
 	PieceSize int64
 	// Pieces are the pieces present when not Complete.
 	Pieces Bitmap
+	// Leased says this node is fetching the blob from upstream under a
+	// lease (see Announcement.Leased).
+	Leased bool
 }
 
 // Holdings lists what this node holds; the store implements it.
@@ -182,6 +185,7 @@ func (c *Client) announcement(h Holding, readAt time.Time) Announcement {
 	if !h.Complete {
 		a.PieceSize = h.PieceSize
 		a.Pieces = h.Pieces
+		a.Leased = h.Leased
 	}
 	return a
 }

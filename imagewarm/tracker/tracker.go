@@ -181,6 +181,11 @@ func (t *Tracker) Announce(a Announcement) error {
 	}
 	e.active = now
 	count := h.Pieces.Count()
+	if a.Leased && !a.Complete && !slices.ContainsFunc(e.leases, func(l *lease) bool { return l.node == a.Node }) {
+		// Granted by another tracker: record it even past MaxLeases, as
+		// the holder is fetching regardless.
+		e.leases = append(e.leases, &lease{node: a.Node, since: now, progressAt: now, pieces: count})
+	}
 	e.leases = slices.DeleteFunc(e.leases, func(l *lease) bool {
 		if l.node != a.Node {
 			return false

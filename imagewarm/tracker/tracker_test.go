@@ -334,6 +334,19 @@ func TestLeases(t *testing.T) {
 		require.Equal(t, 1.0, leaseCount(t, reg, "denied"))
 	})
 
+	t.Run("a tracker learns a lease another granted from its holder", func(t *testing.T) {
+		tr, _, _ := newTracker(t, tracker.Config{})
+		a := partial(d, "a", "", 3)
+		a.Leased = true
+		require.NoError(t, tr.Announce(a))
+		g := acquire(t, tr, "b", false)
+		require.Equal(t, []tracker.LeaseHolder{{Node: "a", Since: t0, LastProgress: t0, Pieces: 3}}, g.Lease.Holders)
+		acquire(t, tr, "a", true)
+		a.Complete, a.Pieces = true, nil
+		require.NoError(t, tr.Announce(a))
+		acquire(t, tr, "b", true) // complete: the lease ended
+	})
+
 	t.Run("progress keeps the lease", func(t *testing.T) {
 		tr, clk, _ := newTracker(t, tracker.Config{})
 		acquire(t, tr, "a", true)

@@ -105,6 +105,11 @@ type Announcement struct {
 	PieceSize int64 `json:"pieceSize,omitempty"`
 	// Pieces are the pieces a partial holder has; empty when Complete.
 	Pieces Bitmap `json:"pieces,omitempty"`
+	// Leased says a partial holder is fetching the blob from upstream
+	// under a lease. A tracker that does not know of the lease (it took
+	// over from one that died, or restarted) records it, so it does not
+	// hand a second one out.
+	Leased bool `json:"leased,omitempty"`
 	// ReadAt is when the holder read the state it announces (its own
 	// clock, Unix nanoseconds). A tracker ignores an announcement older
 	// than the one it has from the same node, so a re-announcement
