@@ -11,8 +11,11 @@
 //     learning who holds which pieces, the upstream lease and, once someone
 //     verified the blob, its sha256 piece hashes;
 //   - requests missing pieces from holders over HTTP Range on the OCI blob
-//     endpoint (imagewarm/blobserver), several at once from several holders,
-//     rarest piece first with random tie-breaks, a few requests per holder;
+//     endpoint (imagewarm/blobserver), from several holders, rarest piece
+//     first with random tie-breaks, a few requests per holder and
+//     MaxInflight per node over all fetches (each request more slows every
+//     piece, and a piece serves others only once complete); a request that
+//     receives nothing for PieceStall is given up;
 //   - announces its own partial bitmap every AnnounceInterval, so the pieces
 //     it received are re-served at once (cut-through);
 //   - when no holder has a piece it needs, asks for the digest's upstream
@@ -21,9 +24,12 @@
 //   - duplicates the last pieces to a second holder (endgame) and hedges a
 //     request that runs well past the usual piece time;
 //   - checks each piece against published piece hashes when there are some,
-//     and the whole blob's sha256 at the end (store.Blob.Commit). A peer that
-//     supplied a bad piece, or a piece of a blob that failed its digest, is
-//     blacklisted for BlacklistFor and the bad pieces are fetched again;
+//     and the whole blob's sha256 at the end (store.Blob.Commit). A peer
+//     that sent a piece failing the hashes is blacklisted for BlacklistFor.
+//     Pieces that arrived before the hashes were known and fail them are
+//     dropped without blame (a node may have relayed them in good faith),
+//     and so is a blob that fails its digest, after which the fetch takes
+//     peers' pieces again only once the hashes can check them;
 //   - publishes the piece hashes after its own verification, announces the
 //     blob complete and gives the lease back.
 //

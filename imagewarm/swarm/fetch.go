@@ -39,9 +39,6 @@ const (
 	// maxDuplicates bounds the duplicate requests (hedges and endgame) of
 	// one fetch in flight at once.
 	maxDuplicates = 2
-	// upstreamPeerCap is how many piece requests a node with an upstream
-	// stream keeps in flight for its other fetches.
-	upstreamPeerCap = 2
 	// minBusyBackoff is the least wait after a 429 (Retry-After has
 	// whole seconds; a piece usually frees a slot sooner).
 	minBusyBackoff = 100 * time.Millisecond
@@ -184,7 +181,7 @@ func (j *job) run(ctx context.Context) error {
 		// Look up often while there is room for more requests, less while
 		// every request slot is busy (each lookup costs the k trackers).
 		every := j.f.cfg.Poll
-		if j.requests >= j.f.cfg.MaxInflight {
+		if j.f.busy() {
 			every = 4 * j.f.cfg.Poll
 		}
 		if j.f.cfg.Mode != Naive && !j.looking && (j.lastLookup.IsZero() || now.Sub(j.lastLookup) >= every) {
@@ -315,7 +312,7 @@ func (j *job) eligible(h *holder, now time.Time) bool {
 // schedule sends piece requests while there is room: the rarest missing
 // pieces first, then duplicates of slow or last pieces.
 func (j *job) schedule(ctx context.Context, bm store.Bitmap, now time.Time) {
-	if j.f.cfg.Mode == Naive || j.requests >= j.f.cfg.MaxInflight || len(j.holders) == 0 || (j.awaitHashes && !j.hashesKnown) {
+	if j.f.cfg.Mode == Naive || j.f.busy() || len(j.holders) == 0 || (j.awaitHashes && !j.hashesKnown) {
 		return
 	}
 	var ready []*holder
@@ -349,7 +346,7 @@ func (j *job) schedule(ctx context.Context, bm store.Bitmap, now time.Time) {
 	j.rng.Shuffle(len(cands), func(a, b int) { cands[a], cands[b] = cands[b], cands[a] })
 	slices.SortStableFunc(cands, func(a, b cand) int { return a.count - b.count })
 	for _, c := range cands {
-		if j.requests >= j.f.cfg.MaxInflight || j.yieldToUpstream() {
+		if j.f.busy() {
 			return
 		}
 		if h := j.pick(ready, c.piece, ""); h != nil {
@@ -363,7 +360,7 @@ func (j *job) schedule(ctx context.Context, bm store.Bitmap, now time.Time) {
 	hedge := max(minHedge, 4*j.pieceTime)
 	for i, rs := range j.inflight {
 		// Requests beyond one per piece are the duplicates in flight.
-		if j.requests >= j.f.cfg.MaxInflight || j.requests-len(j.inflight) >= maxDuplicates || j.yieldToUpstream() {
+		if j.f.busy() || j.requests-len(j.inflight) >= maxDuplicates {
 			return
 		}
 		if len(rs) != 1 || (!endgame && now.Sub(rs[0].start) < hedge) {
@@ -374,12 +371,6 @@ func (j *job) schedule(ctx context.Context, bm store.Bitmap, now time.Time) {
 			j.send(ctx, h, i, now)
 		}
 	}
-}
-
-// yieldToUpstream reports whether this fetch should send no more piece
-// requests because another fetch of the node streams from upstream.
-func (j *job) yieldToUpstream() bool {
-	return !j.upRunning && j.f.upActive.Load() > 0 && j.f.peerInflight.Load() >= upstreamPeerCap
 }
 
 // pick returns the least loaded ready holder of piece i other than not,
@@ -406,24 +397,34 @@ func (j *job) pick(ready []*holder, i int, not string) *holder {
 	return best
 }
 
+// errPieceStalled ends a piece request that received nothing for
+// Config.PieceStall.
+var errPieceStalled = errors.New("piece request stalled")
+
 // send starts a request for piece i to h.
 func (j *job) send(ctx context.Context, h *holder, i int, now time.Time) {
-	timeout := max(4*time.Second, time.Duration(4*float64(time.Second)*float64(j.ps)/(1<<20)))
-	rctx, cancel := context.WithTimeout(ctx, timeout)
-	r := &request{piece: i, node: h.node, start: now, cancel: cancel}
+	rctx, cancel := context.WithCancelCause(ctx)
+	r := &request{piece: i, node: h.node, start: now, cancel: func() { cancel(context.Canceled) }}
 	j.inflight[i] = append(j.inflight[i], r)
 	j.perPeer[h.node]++
 	j.requests++
 	j.f.peerInflight.Add(1)
 	endpoint := h.endpoint
 	go func() {
-		defer cancel()
-		j.results <- j.get(rctx, r, endpoint)
+		defer cancel(nil)
+		stall := time.AfterFunc(j.f.cfg.PieceStall, func() { cancel(errPieceStalled) })
+		defer stall.Stop()
+		res := j.get(rctx, r, endpoint, stall)
+		if res.err != nil && errors.Is(context.Cause(rctx), errPieceStalled) {
+			res.err = fmt.Errorf("piece %d from %s: nothing for %s: %w", i, r.node, j.f.cfg.PieceStall, errPieceStalled)
+		}
+		j.results <- res
 	}()
 }
 
-// get fetches one piece from a holder.
-func (j *job) get(ctx context.Context, r *request, endpoint string) result {
+// get fetches one piece from a holder; every chunk that arrives pushes
+// the stall timer back.
+func (j *job) get(ctx context.Context, r *request, endpoint string, stall *time.Timer) result {
 	off := int64(r.piece) * j.ps
 	n := min(j.ps, j.size-off)
 	url := "http://" + endpoint + "/v2/" + j.o.Repository + "/blobs/" + j.d.String()
@@ -447,15 +448,16 @@ func (j *job) get(ctx context.Context, r *request, endpoint string) result {
 		return result{req: r, status: resp.StatusCode, err: fmt.Errorf("peer answered %d", resp.StatusCode)}
 	}
 	buf := j.f.buffer(j.ps)[:n]
-	if err := j.readFull(ctx, resp.Body, buf); err != nil {
+	if err := j.readFull(ctx, resp.Body, buf, stall); err != nil {
 		j.f.recycle(buf)
 		return result{req: r, err: fmt.Errorf("read piece %d from %s: %w", r.piece, r.node, err)}
 	}
 	return result{req: r, data: buf}
 }
 
-// readFull fills buf from r, drawing every chunk from the ingress bucket.
-func (j *job) readFull(ctx context.Context, r io.Reader, buf []byte) error {
+// readFull fills buf from r, drawing every chunk from the ingress bucket
+// and, if stall is set, pushing it back after each.
+func (j *job) readFull(ctx context.Context, r io.Reader, buf []byte, stall *time.Timer) error {
 	for off := 0; off < len(buf); {
 		n := min(len(buf)-off, readChunk)
 		if l := j.f.cfg.Ingress; l != nil {
@@ -466,6 +468,9 @@ func (j *job) readFull(ctx context.Context, r io.Reader, buf []byte) error {
 		}
 		if _, err := io.ReadFull(r, buf[off:off+n]); err != nil {
 			return err
+		}
+		if stall != nil {
+			stall.Reset(j.f.cfg.PieceStall)
 		}
 		off += n
 	}
@@ -625,10 +630,8 @@ func (j *job) holdersHaveMissing(bm store.Bitmap, now time.Time) bool {
 func (j *job) startUpstream(ctx context.Context) {
 	uctx, cancel := context.WithCancel(ctx)
 	j.upRunning, j.upCancel = true, cancel
-	j.f.upActive.Add(1)
 	go func() {
 		err := j.streamUpstream(uctx)
-		j.f.upActive.Add(-1)
 		j.upDone <- err
 	}()
 }
@@ -691,7 +694,7 @@ func (j *job) copyFrom(ctx context.Context, rc io.Reader, i int, buf []byte) err
 		}
 		j.upPos.Store(int64(i))
 		n := min(j.ps, j.size-int64(i)*j.ps)
-		if err := j.readFull(ctx, rc, buf[:n]); err != nil {
+		if err := j.readFull(ctx, rc, buf[:n], nil); err != nil {
 			return fmt.Errorf("read piece %d from upstream: %w", i, err)
 		}
 		j.f.m.upstreamBytes.Add(float64(n))

@@ -57,8 +57,20 @@ func ParseMode(s string) (Mode, error) {
 
 // Defaults for Config.
 const (
-	// DefaultMaxInflight is the piece requests one fetch keeps in flight.
-	DefaultMaxInflight = 8
+	// DefaultMaxInflight is the piece requests a node keeps in flight,
+	// over all its fetches. Requests share the node's ingress, so each
+	// one more makes every piece take longer, and a piece is of use to
+	// other nodes only once it has fully arrived: a few requests fill the
+	// link, and more only deepen the swarm's pipeline (with 32, the
+	// benchmark's nodes trailed the upstream by a fifth of the run).
+	DefaultMaxInflight = 4
+	// DefaultPieceStall is how long a piece request may go without a byte
+	// (headers included) before it is given up. It bounds silence, not
+	// the whole request: on a slow link, or with many requests sharing
+	// the ingress, a healthy piece can take far longer than any fixed
+	// deadline (one of 4 s per MiB had every request on a 4 MiB/s link
+	// abandoned, and the fetch never finished).
+	DefaultPieceStall = 4 * time.Second
 	// DefaultPerPeer is the piece requests one fetch sends one holder at
 	// once.
 	DefaultPerPeer = 2
@@ -106,13 +118,16 @@ type Config struct {
 	Peers *http.Client
 	// Ingress, if set, paces every byte received, from peers and upstream.
 	Ingress *blobserver.Limiter
-	// MaxInflight, PerPeer, Poll, AnnounceInterval and BlacklistFor
-	// default to the constants above.
+	// MaxInflight (per node), PerPeer (per fetch and holder), Poll,
+	// AnnounceInterval and BlacklistFor default to the constants above.
 	MaxInflight      int
 	PerPeer          int
 	Poll             time.Duration
 	AnnounceInterval time.Duration
 	BlacklistFor     time.Duration
+	// PieceStall is how long a piece request may receive nothing before
+	// it is given up (DefaultPieceStall).
+	PieceStall time.Duration
 	// Registerer receives the metrics; nil registers none.
 	Registerer prometheus.Registerer
 	// Logger is the fetcher's logger (klog.Background() when zero).
@@ -130,12 +145,9 @@ type Fetcher struct {
 	// allocation (and its page faults) per piece.
 	bufs sync.Map // int64 -> *sync.Pool
 
-	// upActive counts this node's upstream streams and peerInflight its
-	// piece requests, over all fetches: while a stream runs, peer
-	// requests are held to upstreamPeerCap so that the stream keeps its
-	// share of the node's ingress (the registry's bandwidth is the scarce
-	// one).
-	upActive     atomic.Int32
+	// peerInflight counts this node's piece requests, over all fetches
+	// (MaxInflight bounds it; fetches scheduling at the same moment can
+	// overshoot it by one each).
 	peerInflight atomic.Int32
 
 	wg        sync.WaitGroup // a flight's goroutine, until it ends
@@ -171,6 +183,9 @@ func New(cfg Config) (*Fetcher, error) {
 	}
 	if cfg.AnnounceInterval <= 0 {
 		cfg.AnnounceInterval = DefaultAnnounceInterval
+	}
+	if cfg.PieceStall <= 0 {
+		cfg.PieceStall = DefaultPieceStall
 	}
 	if cfg.BlacklistFor <= 0 {
 		cfg.BlacklistFor = DefaultBlacklistFor
@@ -320,6 +335,9 @@ func (f *Fetcher) ban(ctx context.Context, node, why string) {
 	f.m.blacklisted.Inc()
 	klog.FromContext(ctx).Info("Blacklisting peer", "peer", node, "for", f.cfg.BlacklistFor, "reason", why)
 }
+
+// busy reports whether the node has MaxInflight piece requests out.
+func (f *Fetcher) busy() bool { return int(f.peerInflight.Load()) >= f.cfg.MaxInflight }
 
 // Blacklisted returns the nodes shunned now, for status and tests.
 func (f *Fetcher) Blacklisted() []string {

@@ -117,12 +117,16 @@ type node struct {
 	reg     *prometheus.Registry
 	srv     *httptest.Server
 	poison  atomic.Bool
+	// stall makes the node answer piece requests with headers and then
+	// nothing, until the requester gives up; stalled counts them.
+	stall, stalled atomic.Int32
 }
 
 type nodeOptions struct {
 	mode       swarm.Mode
 	maxUploads int
 	egress     int64 // bytes per second each node uploads; 0 unpaced
+	pieceStall time.Duration
 }
 
 // newSwarm starts n nodes that know each other.
@@ -162,7 +166,7 @@ func (nd *node) start(t *testing.T, self placement.Member, mf tracker.Membership
 	bs, err := blobserver.New(blobserver.Options{Store: nd.store, MaxPeerUploads: o.maxUploads, EgressBytesPerSecond: o.egress})
 	require.NoError(t, err)
 	nd.fetcher, err = swarm.New(swarm.Config{Self: nd.name, Store: nd.store, Trackers: nd.client, Upstream: &swarm.Registry{},
-		Mode: o.mode, Poll: 50 * time.Millisecond, AnnounceInterval: 50 * time.Millisecond, Registerer: nd.reg})
+		Mode: o.mode, Poll: 50 * time.Millisecond, AnnounceInterval: 50 * time.Millisecond, PieceStall: o.pieceStall, Registerer: nd.reg})
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	mux.Handle(tracker.DefaultPathPrefix+"/", nd.tracker.Handler(tracker.DefaultPathPrefix))
@@ -170,6 +174,13 @@ func (nd *node) start(t *testing.T, self placement.Member, mf tracker.Membership
 	mux.Handle("/v2/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if nd.poison.Load() {
 			peer.ServeHTTP(&flipWriter{ResponseWriter: w}, r)
+			return
+		}
+		if nd.stall.Load() != 0 {
+			nd.stalled.Add(1)
+			w.WriteHeader(http.StatusPartialContent)
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
 			return
 		}
 		peer.ServeHTTP(w, r)
@@ -317,6 +328,34 @@ func TestPieceHashesCatchPoisonedPeer(t *testing.T) {
 		require.Zero(t, nd.counter(t, "shoal_agent_swarm_digest_mismatches_total", nil), nd.name)
 	}
 	require.Positive(t, bad, "someone asked the poisoned peer")
+}
+
+// TestPieceStall: a holder that answers and then sends nothing is given
+// up on after PieceStall and the pieces come from the other holder, while
+// a holder that sends slowly but steadily is kept, however long a piece
+// takes.
+func TestPieceStall(t *testing.T) {
+	const stall = 300 * time.Millisecond
+	t.Run("silent holder given up", func(t *testing.T) {
+		u := newUpstream(t, 3<<20, 0)
+		nodes := newSwarm(t, 3, nodeOptions{pieceStall: stall})
+		fetchAll(t, nodes[:2], u)
+		nodes[0].stall.Store(1)
+		fetchAll(t, nodes[2:], u)
+		requireVerified(t, nodes[2], u)
+		require.Positive(t, nodes[0].stalled.Load(), "the silent holder was asked")
+		require.Equal(t, u.desc.Size, u.sent.Load(), "one upstream copy")
+	})
+	t.Run("slow holder kept", func(t *testing.T) {
+		u := newUpstream(t, 3<<20, 0)
+		// 1 MiB pieces at 1 MiB/s shared by two requests: 2 s a piece,
+		// and a chunk every 0.1 s.
+		nodes := newSwarm(t, 2, nodeOptions{pieceStall: stall, egress: 1 << 20})
+		fetchAll(t, nodes[:1], u)
+		fetchAll(t, nodes[1:], u)
+		requireVerified(t, nodes[1], u)
+		require.Equal(t, u.desc.Size, u.sent.Load(), "every piece came from the slow holder")
+	})
 }
 
 // TestBusyHolderAnswers429: with an upload cap of one (and uploads paced

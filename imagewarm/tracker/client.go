@@ -500,16 +500,29 @@ func (c *Client) AnnounceAll(ctx context.Context) error {
 	return nil
 }
 
+// announceRetry is the wait after a re-announcement round that failed in
+// part; it doubles with each failed round, up to the announce interval.
+const announceRetry = time.Second
+
 // Run re-announces every holding right away and then every announce
 // interval (with ±10% jitter, so that nodes started together spread out)
-// until ctx is done. Failed rounds are logged; the next round retries.
+// until ctx is done. Failed rounds are logged and retried after
+// announceRetry, doubling.
 func (c *Client) Run(ctx context.Context) error {
+	retry := announceRetry
 	for {
-		if err := c.AnnounceAll(ctx); err != nil && ctx.Err() == nil {
-			c.log.Info("Re-announcing holdings to trackers failed in part", "err", err)
-		}
 		jitter := time.Duration((rand.Float64()*0.2 - 0.1) * float64(c.cfg.AnnounceInterval))
-		timer := c.clk.NewTimer(c.cfg.AnnounceInterval + jitter)
+		wait := c.cfg.AnnounceInterval + jitter
+		if err := c.AnnounceAll(ctx); err != nil && ctx.Err() == nil {
+			c.log.Info("Re-announcing holdings to trackers failed in part", "err", err, "retryIn", min(retry, wait))
+			// A node that started before the mesh formed would otherwise
+			// stay unknown to the swarm for a whole interval.
+			wait = min(retry, wait)
+			retry = min(2*retry, c.cfg.AnnounceInterval)
+		} else {
+			retry = announceRetry
+		}
+		timer := c.clk.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			timer.Stop()

@@ -1,9 +1,11 @@
 package tracker_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -86,6 +88,7 @@ type clientOpts struct {
 	holdings tracker.Holdings
 	reg      prometheus.Registerer
 	timeout  time.Duration
+	members  tracker.Membership // the cluster's when nil
 }
 
 // client returns a Client for the agent name.
@@ -93,7 +96,7 @@ func (c *cluster) client(name string, o clientOpts) *tracker.Client {
 	c.t.Helper()
 	cfg := tracker.ClientConfig{
 		Self:       c.member(name),
-		Members:    c,
+		Members:    cmp.Or[tracker.Membership](o.members, c),
 		Holdings:   o.holdings,
 		HTTPClient: c.netw.Client(),
 		Clock:      c.clk,
@@ -435,6 +438,42 @@ func TestClientRun(t *testing.T) {
 		h, ok := holderOf()
 		return ok && c.clk.Since(h.LastAnnounce) < tracker.DefaultAnnounceInterval
 	}, 10*time.Second, time.Millisecond)
+
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return")
+	}
+}
+
+// TestClientRunRetriesSoon: a round that finds no trackers (the mesh has
+// not formed yet) is retried after a second, not a whole interval.
+func TestClientRunRetriesSoon(t *testing.T) {
+	c := newCluster(t, 3)
+	d := digest(7)
+	var formed atomic.Bool
+	cl := c.client("n1", clientOpts{
+		holdings: tracker.HoldingsFunc(func() []tracker.Holding {
+			return []tracker.Holding{{Digest: d, Complete: true, Size: 100}}
+		}),
+		members: tracker.MembersFunc(func() []placement.Member {
+			if !formed.Load() {
+				return nil
+			}
+			return c.Members()
+		}),
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- cl.Run(ctx) }()
+
+	first := placement.Trackers(d, c.members, 1)[0].Name
+	require.Eventually(t, c.clk.HasWaiters, 10*time.Second, time.Millisecond, "the first round failed")
+	formed.Store(true)
+	c.clk.Step(time.Second)
+	require.Eventually(t, func() bool { return c.holderCount(first, d) == 1 }, 10*time.Second, time.Millisecond, "announced a second later")
 
 	cancel()
 	select {

@@ -282,6 +282,12 @@ func (r *runResult) resultLine() string {
 func (r *runResult) printRow(w io.Writer) {
 	fmt.Fprintf(w, "%-11s %-11s T_all %7.2f s  p50 %7.2f  p99 %7.2f  max %7.2f  eta p50 %.3f p99 %.3f  alpha %.3f  CPU %3.0f%% of the cores  restarts %d\n",
 		r.mode, r.scenario, r.tAll, r.durP(0.5), r.durP(0.99), r.durP(1), r.etaP(0.5), r.etaP(0.99), r.alpha(), r.cpuUse()*100, r.restarts)
+	// The calibration's two unshaped nodes are the cheapest case; the run
+	// itself says whether the machine kept up.
+	if r.cpuUse() >= 0.9 {
+		fmt.Fprintf(w, "WARNING: %s/%s used %.0f%% of the cores: the machine, not the network, may have set its pace; lower B or N\n",
+			r.mode, r.scenario, r.cpuUse()*100)
+	}
 }
 
 // printTable prints the full table of every run.

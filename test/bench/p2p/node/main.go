@@ -76,9 +76,9 @@ func run() error {
 	flag.Int64Var(&o.egress, "egress", 0, "egress bytes/s (0: unbounded)")
 	flag.IntVar(&o.maxUploads, "max-uploads", 0, "concurrent peer uploads (0: default)")
 	flag.BoolVar(&o.poison, "poison", false, "flip bytes in every blob response to peers")
-	flag.IntVar(&o.maxInflight, "max-inflight", 0, "piece requests in flight per blob (0: default)")
+	flag.IntVar(&o.maxInflight, "max-inflight", 0, "piece requests in flight per node (0: default)")
 	flag.IntVar(&o.perPeer, "per-peer", 0, "piece requests per holder per blob (0: default)")
-	flag.DurationVar(&o.poll, "poll", 50*time.Millisecond, "tracker lookup and announce interval")
+	flag.DurationVar(&o.poll, "poll", 0, "tracker lookup and announce interval (0: the agent's default)")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile here (for tuning the benchmark)")
 	klog.InitFlags(nil)
 	flag.Parse()
@@ -147,8 +147,8 @@ func run() error {
 		Name: o.name, Listener: l, StoreDir: o.storeDir, Members: tracker.MeshMembership(m), Mode: mode,
 		IngressBytesPerSecond: o.ingress, EgressBytesPerSecond: o.egress, MaxPeerUploads: o.maxUploads,
 		Upstreams: ups, Registerer: reg, Logger: log,
-		// The benchmark's loopback network has no latency: poll the
-		// trackers often, so that discovery is not what it measures.
+		// The agent's defaults unless tuned: polling every 50 ms instead
+		// of 250 gave the same η for 2.5 times the tracker RPCs.
 		Fetch:     swarm.Config{Poll: o.poll, AnnounceInterval: o.poll, MaxInflight: o.maxInflight, PerPeer: o.perPeer},
 		Transport: boundTransport(o.addr),
 	}
