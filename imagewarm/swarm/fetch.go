@@ -589,10 +589,17 @@ func (j *job) maybeUpstream(ctx context.Context, bm store.Bitmap, now time.Time)
 	}
 	j.lastLeaseTry = now
 	lctx, cancel := context.WithTimeout(ctx, rpcTimeout)
-	g, err := j.f.cfg.Trackers.AcquireLease(lctx, j.d.String())
+	req := tracker.LeaseRequest{Digest: j.d.String(), Avoid: j.f.Blacklisted(), NoPeers: j.awaitHashes && !j.hashesKnown}
+	g, err := j.f.cfg.Trackers.AcquireLease(lctx, req)
 	cancel()
 	if err != nil {
 		j.log.V(2).Info("Could not ask for the upstream lease", "err", err.Error())
+		return nil
+	}
+	if g.CompleteHolder != "" {
+		// Our view was stale: someone finished meanwhile. Look again now.
+		j.log.V(2).Info("Lease refused: a holder has the complete blob", "holder", g.CompleteHolder)
+		j.lastLookup = time.Time{}
 		return nil
 	}
 	if g.Granted {

@@ -339,7 +339,8 @@ func (f *Fetcher) ban(ctx context.Context, node, why string) {
 // busy reports whether the node has MaxInflight piece requests out.
 func (f *Fetcher) busy() bool { return int(f.peerInflight.Load()) >= f.cfg.MaxInflight }
 
-// Blacklisted returns the nodes shunned now, for status and tests.
+// Blacklisted returns the nodes shunned now, for status, tests and lease
+// requests (a tracker refuses no lease for a holder the asker shuns).
 func (f *Fetcher) Blacklisted() []string {
 	now := time.Now()
 	f.mu.Lock()

@@ -251,8 +251,10 @@ func (c *Client) Withdraw(ctx context.Context, digests ...string) error {
 // asked in rendezvous order and the first that answers decides: it is the
 // lease authority while it is alive and the membership agrees on it; the
 // next ones are fallbacks that know nothing of leases the first granted.
-func (c *Client) AcquireLease(ctx context.Context, digest string) (LeaseGrant, error) {
-	req := LeaseRequest{Digest: digest, Node: c.cfg.Self.Name}
+// req.Node is set to this node.
+func (c *Client) AcquireLease(ctx context.Context, req LeaseRequest) (LeaseGrant, error) {
+	req.Node = c.cfg.Self.Name
+	digest := req.Digest
 	if err := req.Validate(); err != nil {
 		return LeaseGrant{}, fmt.Errorf("acquiring upstream lease on %s: %w", digest, err)
 	}
@@ -263,7 +265,7 @@ func (c *Client) AcquireLease(ctx context.Context, digest string) (LeaseGrant, e
 	var errs []error
 	for _, m := range trackers {
 		g, err := call(ctx, c, m, opAcquire, PathLeaseAcquire, req, func(t *Tracker) (LeaseGrant, error) {
-			return t.AcquireLease(req.Digest, req.Node)
+			return t.AcquireLease(req)
 		})
 		if err == nil {
 			return g, nil

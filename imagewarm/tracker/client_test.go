@@ -228,7 +228,7 @@ func TestClientLookupMerges(t *testing.T) {
 		require.NoError(t, err)
 		_, err = cl.Lookup(ctx, d, tracker.LookupOptions{})
 		require.ErrorIs(t, err, tracker.ErrNoTrackers)
-		_, err = cl.AcquireLease(ctx, d)
+		_, err = cl.AcquireLease(ctx, tracker.LeaseRequest{Digest: d})
 		require.ErrorIs(t, err, tracker.ErrNoTrackers)
 	})
 
@@ -260,13 +260,13 @@ func TestClientLease(t *testing.T) {
 		}
 		a, b, e := c.client(others[0], clientOpts{}), c.client(others[1], clientOpts{}), c.client(others[2], clientOpts{})
 
-		g, err := a.AcquireLease(ctx, d)
+		g, err := a.AcquireLease(ctx, tracker.LeaseRequest{Digest: d})
 		require.NoError(t, err)
 		require.True(t, g.Granted)
 		require.Equal(t, 1, c.byName[trackers[0].Name].Stats().Leases, "granted by the first tracker")
 		require.Zero(t, c.byName[trackers[1].Name].Stats().Leases)
 
-		g, err = b.AcquireLease(ctx, d)
+		g, err = b.AcquireLease(ctx, tracker.LeaseRequest{Digest: d})
 		require.NoError(t, err)
 		require.False(t, g.Granted)
 		require.True(t, g.Lease.Held(others[0]), "b learns whom to wait for")
@@ -277,11 +277,11 @@ func TestClientLease(t *testing.T) {
 
 		// The authority dies: the next tracker in rendezvous order decides.
 		c.kill(trackers[0].Name, false)
-		g, err = b.AcquireLease(ctx, d)
+		g, err = b.AcquireLease(ctx, tracker.LeaseRequest{Digest: d})
 		require.NoError(t, err)
 		require.True(t, g.Granted)
 		require.Equal(t, 1, c.byName[trackers[1].Name].Stats().Leases)
-		g, err = e.AcquireLease(ctx, d)
+		g, err = e.AcquireLease(ctx, tracker.LeaseRequest{Digest: d})
 		require.NoError(t, err)
 		require.False(t, g.Granted)
 
@@ -293,7 +293,7 @@ func TestClientLease(t *testing.T) {
 	t.Run("stalled lease moves; progress through announcements keeps it", func(t *testing.T) {
 		c := newCluster(t, 5)
 		a, b := c.client("n0", clientOpts{local: true}), c.client("n1", clientOpts{local: true})
-		g, err := a.AcquireLease(ctx, d)
+		g, err := a.AcquireLease(ctx, tracker.LeaseRequest{Digest: d})
 		require.NoError(t, err)
 		require.True(t, g.Granted)
 
@@ -302,12 +302,12 @@ func TestClientLease(t *testing.T) {
 			c.clk.Step(tracker.DefaultStallTimeout)
 			bm.Set(i)
 			require.NoError(t, a.Announce(ctx, tracker.Holding{Digest: d, Size: 100, PieceSize: 10, Pieces: bm}))
-			g, err = b.AcquireLease(ctx, d)
+			g, err = b.AcquireLease(ctx, tracker.LeaseRequest{Digest: d})
 			require.NoError(t, err)
 			require.False(t, g.Granted, "a makes progress")
 		}
 		c.clk.Step(tracker.DefaultStallTimeout + time.Second)
-		g, err = b.AcquireLease(ctx, d)
+		g, err = b.AcquireLease(ctx, tracker.LeaseRequest{Digest: d})
 		require.NoError(t, err)
 		require.True(t, g.Granted, "a stalled")
 		require.Equal(t, "n1", g.Lease.Holders[0].Node)
@@ -319,7 +319,7 @@ func TestClientLease(t *testing.T) {
 		for _, m := range c.members {
 			c.kill(m.Name, false)
 		}
-		_, err := cl.AcquireLease(ctx, d)
+		_, err := cl.AcquireLease(ctx, tracker.LeaseRequest{Digest: d})
 		require.ErrorContains(t, err, "acquiring upstream lease on "+d)
 		require.ErrorContains(t, err, "connection refused")
 	})
@@ -352,7 +352,7 @@ func TestClientLocalShortcut(t *testing.T) {
 	d := digest(5)
 	require.NoError(t, cl.Announce(ctx, tracker.Holding{Digest: d, Complete: true}))
 	require.Equal(t, 1, c.holderCount("n0", d))
-	g, err := cl.AcquireLease(ctx, d)
+	g, err := cl.AcquireLease(ctx, tracker.LeaseRequest{Digest: d})
 	require.NoError(t, err)
 	require.True(t, g.Granted)
 }

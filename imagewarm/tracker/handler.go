@@ -71,7 +71,7 @@ func (t *Tracker) Handler(prefix string) http.Handler {
 		return nil, nil
 	}))
 	mux.Handle("POST "+prefix+PathLeaseAcquire, rpc(t, opAcquire, func(req LeaseRequest) (any, error) {
-		return t.AcquireLease(req.Digest, req.Node)
+		return t.AcquireLease(req)
 	}))
 	mux.Handle("POST "+prefix+PathLeaseRelease, rpc(t, opRelease, func(req LeaseRequest) (any, error) {
 		if err := req.Validate(); err != nil {

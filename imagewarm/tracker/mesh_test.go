@@ -160,23 +160,23 @@ func TestMesh(t *testing.T) {
 	require.Equal(t, a.endpoint, res.Holders[0].Endpoint)
 
 	// A takes the upstream lease of another digest; C has to wait for it.
-	g, err := a.cl.AcquireLease(ctx, leased)
+	g, err := a.cl.AcquireLease(ctx, tracker.LeaseRequest{Digest: leased})
 	require.NoError(t, err)
 	require.True(t, g.Granted)
-	g, err = c.cl.AcquireLease(ctx, leased)
+	g, err = c.cl.AcquireLease(ctx, tracker.LeaseRequest{Digest: leased})
 	require.NoError(t, err)
 	require.False(t, g.Granted)
 	require.True(t, g.Lease.Held(a.name))
 
 	// C takes a lease and stalls: after the stall timeout D gets it.
-	g, err = c.cl.AcquireLease(ctx, stalled)
+	g, err = c.cl.AcquireLease(ctx, tracker.LeaseRequest{Digest: stalled})
 	require.NoError(t, err)
 	require.True(t, g.Granted)
-	g, err = d.cl.AcquireLease(ctx, stalled)
+	g, err = d.cl.AcquireLease(ctx, tracker.LeaseRequest{Digest: stalled})
 	require.NoError(t, err)
 	require.False(t, g.Granted)
 	clk.Step(tracker.DefaultStallTimeout + time.Second)
-	g, err = d.cl.AcquireLease(ctx, stalled)
+	g, err = d.cl.AcquireLease(ctx, tracker.LeaseRequest{Digest: stalled})
 	require.NoError(t, err)
 	require.True(t, g.Granted, "reassigned after the stall")
 	require.Equal(t, d.name, g.Lease.Holders[0].Node)
@@ -208,7 +208,7 @@ func TestMesh(t *testing.T) {
 
 	// A's lease went with it: C gets it from the same authority as before.
 	authority := placement.Trackers(leased, members, 1)[0].Name
-	g, err = c.cl.AcquireLease(ctx, leased)
+	g, err = c.cl.AcquireLease(ctx, tracker.LeaseRequest{Digest: leased})
 	require.NoError(t, err)
 	require.True(t, g.Granted, "reassigned on leave")
 	require.Equal(t, 1.0, metricValue(t, agents[authority].reg, "shoal_agent_tracker_leases_reassigned_total", map[string]string{"reason": "forgotten"}))

@@ -230,13 +230,16 @@ func (t *Tracker) ForgetNode(node string) {
 	}
 }
 
-// AcquireLease asks for one of digest's upstream leases for node. It is
-// granted when node already holds one, when fewer than MaxLeases are out,
-// or when a holder has stalled (no progress within the stall timeout), in
-// which case the stalled lease moves to node. Otherwise the grant names
-// the current holders, so node knows whom to wait for.
-func (t *Tracker) AcquireLease(digest, node string) (LeaseGrant, error) {
-	if err := (LeaseRequest{Digest: digest, Node: node}).Validate(); err != nil {
+// AcquireLease asks for one of digest's upstream leases for req.Node. It
+// is granted when the node already holds one, when fewer than MaxLeases
+// are out, or when a holder has stalled (no progress within the stall
+// timeout), in which case the stalled lease moves to the node. Otherwise
+// the grant names the current holders, so the node knows whom to wait
+// for. A live holder of the complete blob that req does not avoid refuses
+// a new lease: the node should fetch from it (the grant names it).
+func (t *Tracker) AcquireLease(req LeaseRequest) (LeaseGrant, error) {
+	digest, node := req.Digest, req.Node
+	if err := req.Validate(); err != nil {
 		return LeaseGrant{}, fmt.Errorf("lease %s for %s: %w", digest, node, err)
 	}
 	now := t.clk.Now()
@@ -250,6 +253,10 @@ func (t *Tracker) AcquireLease(digest, node string) (LeaseGrant, error) {
 	granted := slices.ContainsFunc(e.leases, func(l *lease) bool { return l.node == node })
 	if granted {
 		t.met.leaseRequests.WithLabelValues(leaseHeld).Inc()
+	} else if h := t.usableCompleteLocked(e, req, now); h != "" {
+		t.met.leaseRequests.WithLabelValues(leaseDenied).Inc()
+		grant := LeaseGrant{Lease: t.leaseStateLocked(e, now), CompleteHolder: h}
+		return grant, nil
 	} else {
 		pieces := 0
 		if h := e.holders[node]; h != nil {
@@ -284,6 +291,21 @@ func (t *Tracker) AcquireLease(digest, node string) (LeaseGrant, error) {
 	grant := LeaseGrant{Granted: granted, Lease: t.leaseStateLocked(e, now)}
 	t.dropIfEmptyLocked(digest, e, now)
 	return grant, nil
+}
+
+// usableCompleteLocked returns a live holder of e's complete blob that
+// req's node may fetch from, or "".
+func (t *Tracker) usableCompleteLocked(e *entry, req LeaseRequest, now time.Time) string {
+	if req.NoPeers {
+		return ""
+	}
+	t.expireHoldersLocked(e, now)
+	for _, h := range e.holders {
+		if h.Complete && h.Node != req.Node && !slices.Contains(req.Avoid, h.Node) {
+			return h.Node
+		}
+	}
+	return ""
 }
 
 // ReleaseLease gives node's lease on digest back (a no-op when it holds

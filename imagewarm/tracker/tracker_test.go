@@ -311,12 +311,17 @@ func TestWithdrawAndForget(t *testing.T) {
 func TestLeases(t *testing.T) {
 	d := digest(1)
 	// acquire asks for the lease and checks the answer.
+	ask := func(t *testing.T, tr *tracker.Tracker, req tracker.LeaseRequest, want bool) tracker.LeaseGrant {
+		t.Helper()
+		req.Digest = d
+		g, err := tr.AcquireLease(req)
+		require.NoError(t, err)
+		require.Equal(t, want, g.Granted, "lease for %s: %+v", req.Node, g)
+		return g
+	}
 	acquire := func(t *testing.T, tr *tracker.Tracker, node string, want bool) tracker.LeaseGrant {
 		t.Helper()
-		g, err := tr.AcquireLease(d, node)
-		require.NoError(t, err)
-		require.Equal(t, want, g.Granted, "lease for %s: %+v", node, g.Lease)
-		return g
+		return ask(t, tr, tracker.LeaseRequest{Node: node}, want)
 	}
 	const stall = tracker.DefaultStallTimeout
 
@@ -344,7 +349,28 @@ func TestLeases(t *testing.T) {
 		acquire(t, tr, "a", true)
 		a.Complete, a.Pieces = true, nil
 		require.NoError(t, tr.Announce(a))
-		acquire(t, tr, "b", true) // complete: the lease ended
+		// Complete: the lease ended, and b should fetch from a.
+		require.Empty(t, acquire(t, tr, "b", false).Lease.Holders)
+	})
+
+	t.Run("a complete holder refuses a new lease unless avoided", func(t *testing.T) {
+		tr, clk, reg := newTracker(t, tracker.Config{})
+		require.NoError(t, tr.Announce(complete(d, "a", "")))
+		g := acquire(t, tr, "b", false)
+		require.Equal(t, "a", g.CompleteHolder, "the grant says whom to fetch from")
+		require.Equal(t, 1.0, leaseCount(t, reg, "denied"))
+		// b blacklisted a, or cannot check anyone's pieces yet.
+		ask(t, tr, tracker.LeaseRequest{Node: "b", Avoid: []string{"a"}}, true)
+		tr.ReleaseLease(d, "b")
+		ask(t, tr, tracker.LeaseRequest{Node: "b", NoPeers: true}, true)
+		tr.ReleaseLease(d, "b")
+		// The complete holder itself, and anyone once its announcement
+		// expired, may have it.
+		acquire(t, tr, "a", true)
+		tr.ReleaseLease(d, "a")
+		clk.Step(tracker.DefaultTTL + time.Second)
+		g = acquire(t, tr, "b", true)
+		require.Empty(t, g.CompleteHolder)
 	})
 
 	t.Run("progress keeps the lease", func(t *testing.T) {
@@ -397,7 +423,8 @@ func TestLeases(t *testing.T) {
 				tr, _, reg := newTracker(t, tracker.Config{})
 				acquire(t, tr, "a", true)
 				end(tr)
-				acquire(t, tr, "b", true)
+				// b avoids a: once complete, a would refuse b the lease.
+				ask(t, tr, tracker.LeaseRequest{Node: "b", Avoid: []string{"a"}}, true)
 				want := 0.0
 				if name == "forget" {
 					want = 1
@@ -438,9 +465,9 @@ func TestLeases(t *testing.T) {
 
 	t.Run("invalid requests", func(t *testing.T) {
 		tr, _, _ := newTracker(t, tracker.Config{})
-		_, err := tr.AcquireLease("nope", "a")
+		_, err := tr.AcquireLease(tracker.LeaseRequest{Digest: "nope", Node: "a"})
 		require.ErrorIs(t, err, tracker.ErrInvalid)
-		_, err = tr.AcquireLease(d, "")
+		_, err = tr.AcquireLease(tracker.LeaseRequest{Digest: d, Node: ""})
 		require.ErrorIs(t, err, tracker.ErrInvalid)
 	})
 }
@@ -551,7 +578,7 @@ func TestCapacity(t *testing.T) {
 		require.NoError(t, tr.Announce(complete(digest(1), "a", "")))
 		require.NoError(t, tr.Announce(complete(digest(2), "a", "")))
 		require.ErrorIs(t, tr.Announce(complete(digest(3), "a", "")), tracker.ErrFull)
-		_, err := tr.AcquireLease(digest(3), "a")
+		_, err := tr.AcquireLease(tracker.LeaseRequest{Digest: digest(3), Node: "a"})
 		require.ErrorIs(t, err, tracker.ErrFull)
 		require.NoError(t, tr.Announce(complete(digest(2), "b", "")), "known digests still take holders")
 	})
@@ -574,7 +601,7 @@ func TestTrackerMetrics(t *testing.T) {
 	require.NoError(t, tr.Announce(complete(digest(1), "a", "")))
 	require.NoError(t, tr.Announce(partial(digest(1), "b", "", 1)))
 	require.NoError(t, tr.Announce(partial(digest(2), "b", "", 1)))
-	_, err := tr.AcquireLease(digest(2), "c")
+	_, err := tr.AcquireLease(tracker.LeaseRequest{Digest: digest(2), Node: "c"})
 	require.NoError(t, err)
 	require.Equal(t, 2.0, metricValue(t, reg, "shoal_agent_tracker_digests", nil))
 	require.Equal(t, 1.0, metricValue(t, reg, "shoal_agent_tracker_holders", map[string]string{"state": "complete"}))

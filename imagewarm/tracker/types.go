@@ -231,6 +231,10 @@ type LeaseGrant struct {
 	// Lease is the digest's lease state after the request: who to wait for
 	// when the lease was not granted.
 	Lease LeaseState `json:"lease"`
+	// CompleteHolder, when the lease was refused, names a holder of the
+	// complete blob the requester may fetch from instead: the requester's
+	// view was stale (it typically finished as the requester asked).
+	CompleteHolder string `json:"completeHolder,omitempty"`
 }
 
 // LeaseRequest asks for, or gives back, an upstream lease.
@@ -239,12 +243,31 @@ type LeaseRequest struct {
 	Digest string `json:"digest"`
 	// Node is the requesting node.
 	Node string `json:"node"`
+	// Avoid names holders the requester will not fetch from (it
+	// blacklisted them). A complete holder that is not avoided makes the
+	// tracker refuse the lease.
+	Avoid []string `json:"avoid,omitempty"`
+	// NoPeers says the requester can take data from no holder at all (it
+	// cannot check their pieces yet), so complete holders do not stand in
+	// the lease's way.
+	NoPeers bool `json:"noPeers,omitempty"`
 }
+
+// maxAvoid caps LeaseRequest.Avoid.
+const maxAvoid = 1024
 
 // Validate checks the request.
 func (r LeaseRequest) Validate() error {
 	if err := validDigest(r.Digest); err != nil {
 		return err
+	}
+	if len(r.Avoid) > maxAvoid {
+		return fmt.Errorf("%w: avoid names %d nodes, at most %d", ErrInvalid, len(r.Avoid), maxAvoid)
+	}
+	for _, n := range r.Avoid {
+		if err := validNode(n); err != nil {
+			return fmt.Errorf("avoid: %w", err)
+		}
 	}
 	return validNode(r.Node)
 }
