@@ -604,8 +604,15 @@ func (c *Client) post(ctx context.Context, m placement.Member, path string, req,
 	if err != nil {
 		return fmt.Errorf("sending request: %w", err)
 	}
-	defer func() { _ = hresp.Body.Close() }()
 	lr := io.LimitReader(hresp.Body, MaxResponseBytes)
+	defer func() {
+		// Read to the end (a JSON value's trailing newline, a chunked
+		// body's last chunk) so that the connection is kept for the next
+		// call: closing an unfinished body closes the connection, and every
+		// call would dial anew.
+		_, _ = io.Copy(io.Discard, lr)
+		_ = hresp.Body.Close()
+	}()
 	if hresp.StatusCode/100 != 2 {
 		var eb errorBody
 		_ = json.NewDecoder(lr).Decode(&eb)
