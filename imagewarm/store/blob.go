@@ -56,7 +56,20 @@ type entry struct {
 	gone     bool       // removed: waiters give up
 	changed  chan struct{}
 	f        *os.File // open while refs > 0
+
+	// prefixMu guards the running digest: a sha256 over pieces [0,
+	// prefixN) as they were written, valid while gen is prefixGen, so
+	// that Commit hashes only what it has not seen instead of reading the
+	// whole blob back at the end.
+	prefixMu  sync.Mutex
+	prefix    hash.Hash
+	prefixN   int
+	prefixGen uint64
 }
+
+// maxCatchUp bounds the present pieces one WritePiece reads back to
+// extend the running digest past a piece that arrived out of order.
+const maxCatchUp = 4
 
 func newPartialEntry(d v1.Hash, size, pieceSize int64) *entry {
 	n := numPieces(size, pieceSize)
@@ -248,10 +261,70 @@ func (b *Blob) WritePiece(i int, data []byte) error {
 	if err != nil {
 		return err
 	}
+	b.extendPrefix(i, data)
 	if err := b.persist(); err != nil {
 		return fmt.Errorf("recording piece %d of blob %s: %w", i, e.digest, err)
 	}
 	return nil
+}
+
+// extendPrefix feeds the running digest piece i, just written, when it is
+// the next one, then up to maxCatchUp present pieces after it from the
+// file. It never waits: when another writer is extending it, that one
+// will do, and Commit hashes whatever the running digest has not covered.
+func (b *Blob) extendPrefix(i int, data []byte) {
+	e := b.e
+	if !e.prefixMu.TryLock() {
+		return
+	}
+	defer e.prefixMu.Unlock()
+	e.mu.RLock()
+	gen, n, f := e.gen, e.bits.Len(), e.f
+	e.mu.RUnlock()
+	if e.prefix == nil || e.prefixGen != gen {
+		e.prefix, e.prefixN, e.prefixGen = sha256.New(), 0, gen
+	}
+	if i == e.prefixN {
+		e.prefix.Write(data)
+		e.prefixN++
+	}
+	for range maxCatchUp {
+		if e.prefixN >= n {
+			return
+		}
+		e.mu.RLock()
+		next := e.bits.Has(e.prefixN) && e.gen == gen
+		e.mu.RUnlock()
+		if !next {
+			return
+		}
+		off, l := e.pieceSpan(e.prefixN)
+		if _, err := io.Copy(e.prefix, io.NewSectionReader(f, off, l)); err != nil {
+			e.prefix = nil // Commit starts over
+			return
+		}
+		e.prefixN++
+	}
+}
+
+// takePrefix hands Commit the running digest and the pieces it covers
+// when it is still valid for gen and every piece it covers has a known
+// sum (Commit fills the others' as it hashes them); otherwise a fresh
+// digest and 0.
+func (e *entry) takePrefix(gen uint64, known Bitmap) (hash.Hash, int) {
+	e.prefixMu.Lock()
+	defer e.prefixMu.Unlock()
+	h, n := e.prefix, e.prefixN
+	e.prefix, e.prefixN = nil, 0
+	if h == nil || e.prefixGen != gen {
+		return sha256.New(), 0
+	}
+	for i := range n {
+		if !known.Has(i) {
+			return sha256.New(), 0
+		}
+	}
+	return h, n
 }
 
 // writeAndSync writes data at off and, with sync, fdatasyncs the file.
@@ -483,11 +556,12 @@ func (b *Blob) Commit() error {
 		e.mu.RUnlock()
 		return fmt.Errorf("committing blob %s: %w: %d of %d pieces missing", e.digest, ErrIncomplete, missing, e.bits.Len())
 	}
-	f, n := e.f, e.bits.Len()
+	f, n, gen := e.f, e.bits.Len(), e.gen
 	known, sums := e.sumKnown.Clone(), slices.Clone(e.sums)
 	e.mu.RUnlock()
 
-	got, err := hashPieces(f, e, n, known, sums)
+	full, from := e.takePrefix(gen, known)
+	got, err := hashPieces(f, e, full, from, n, known, sums)
 	if err != nil {
 		return fmt.Errorf("committing blob %s: %w", e.digest, err)
 	}
@@ -530,13 +604,13 @@ func (b *Blob) Commit() error {
 	return nil
 }
 
-// hashPieces reads the n pieces of e from f and returns their digest,
-// filling sums[i] for every piece not in known.
-func hashPieces(f *os.File, e *entry, n int, known Bitmap, sums []PieceSum) (v1.Hash, error) {
-	full := sha256.New()
+// hashPieces reads pieces [from, n) of e from f into full, which holds
+// the earlier ones already, and returns the blob's digest, filling sums[i]
+// for every piece it reads that is not in known.
+func hashPieces(f *os.File, e *entry, full hash.Hash, from, n int, known Bitmap, sums []PieceSum) (v1.Hash, error) {
 	buf := make([]byte, min(e.pieceSize, 1<<20))
 	var ph hash.Hash
-	for i := range n {
+	for i := from; i < n; i++ {
 		off, l := e.pieceSpan(i)
 		w := io.Writer(full)
 		if !known.Has(i) {
@@ -669,7 +743,7 @@ func (b *Blob) PieceHashes() (PieceHashes, error) {
 	f, n := e.f, e.bits.Len()
 	known, sums := e.sumKnown.Clone(), slices.Clone(e.sums)
 	e.mu.RUnlock()
-	if _, err := hashPieces(f, e, n, known, sums); err != nil {
+	if _, err := hashPieces(f, e, sha256.New(), 0, n, known, sums); err != nil {
 		return PieceHashes{}, fmt.Errorf("piece hashes of blob %s: %w", e.digest, err)
 	}
 	e.mu.Lock()

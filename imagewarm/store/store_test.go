@@ -450,6 +450,78 @@ func TestCommitDigestMismatch(t *testing.T) {
 	require.NoError(t, b.Commit(), "fetched again from honest peers")
 }
 
+// TestRunningDigest: WritePiece keeps a running digest over the pieces
+// written in order, Commit continues it instead of reading the blob back,
+// and any drop of pieces it covered makes Commit start over.
+func TestRunningDigest(t *testing.T) {
+	data, d := blob(6, 8*testPiece+3)
+	src := openStore(t, "", Options{})
+	put(t, src, data)
+	sb, err := src.Get(d)
+	require.NoError(t, err)
+	ph, err := sb.PieceHashes()
+	require.NoError(t, err)
+	closeBlob(t, sb)
+	n := numPieces(int64(len(data)), testPiece)
+	bad := bytes.Clone(piece(data, testPiece, 2))
+	bad[0] ^= 1
+
+	tests := []struct {
+		name string
+		// write writes every piece of b.
+		write func(t *testing.T, b *Blob)
+		// covered is how many pieces the running digest covers before
+		// Commit.
+		covered int
+	}{
+		{name: "in order", covered: n, write: func(t *testing.T, b *Blob) {
+			for i := range n {
+				require.NoError(t, b.WritePiece(i, piece(data, testPiece, i)))
+			}
+		}},
+		{name: "reverse", covered: min(n, 1+maxCatchUp), write: func(t *testing.T, b *Blob) {
+			for i := n - 1; i >= 0; i-- {
+				require.NoError(t, b.WritePiece(i, piece(data, testPiece, i)))
+			}
+		}},
+		{name: "shuffled", covered: -1, write: func(t *testing.T, b *Blob) { writeAll(t, b, data, 3) }},
+		{name: "a covered piece dropped by the hashes", covered: maxCatchUp, write: func(t *testing.T, b *Blob) {
+			for i := range n {
+				p := piece(data, testPiece, i)
+				if i == 2 {
+					p = bad
+				}
+				require.NoError(t, b.WritePiece(i, p))
+			}
+			dropped, err := b.SetPieceHashes(ph)
+			require.NoError(t, err)
+			require.Equal(t, []int{2}, dropped)
+			// The digest covered the bad piece: it starts over, the next
+			// write reading back what it can from the first piece on.
+			require.NoError(t, b.WritePiece(2, piece(data, testPiece, 2)))
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := openStore(t, "", Options{})
+			b, err := s.Begin(d, int64(len(data)), 0)
+			require.NoError(t, err)
+			defer closeBlob(t, b)
+			tc.write(t, b)
+			if tc.covered >= 0 {
+				b.e.prefixMu.Lock()
+				got := b.e.prefixN
+				b.e.prefixMu.Unlock()
+				require.Equal(t, tc.covered, got, "pieces the running digest covers")
+			}
+			require.NoError(t, b.Commit())
+			got, err := b.ReadPiece(2)
+			require.NoError(t, err)
+			require.Equal(t, piece(data, testPiece, 2), got)
+		})
+	}
+}
+
 // TestQuotaEviction checks the eviction order: least recently used
 // complete blobs that no handle holds, then idle partial blobs; partial
 // blobs in use never.
