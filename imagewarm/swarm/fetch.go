@@ -23,6 +23,9 @@ const (
 	// readChunk is the most bytes read (and drawn from the ingress bucket)
 	// at once.
 	readChunk = 32 << 10
+	// maxErrorBody is the most of a peer's error answer read (and
+	// dropped) so that its connection can serve the next request.
+	maxErrorBody = 16 << 10
 	// leaseRetry is how often a starving fetch asks for the lease again.
 	leaseRetry = time.Second
 	// maxMismatches is how many digest mismatches a fetch survives (each
@@ -77,17 +80,20 @@ type job struct {
 	awaitHashes  bool
 	leaseHeld    bool
 	lastLeaseTry time.Time
-	upRunning    bool
-	upDone       chan error
-	upCancel     context.CancelFunc
-	upPos        atomic.Int64 // the piece the upstream stream is on (-1: none)
-	upFails      int
-	upBackoff    time.Time
-	upProgress   chan struct{}
-	mismatches   int
-	pieceTime    time.Duration // moving average of a piece request's duration
-	announced    int
-	lastAnnounce time.Time
+	// leaseWaitFrom is when this fetch first deferred asking for the lease
+	// to nodes holding none (zero: it has not).
+	leaseWaitFrom time.Time
+	upRunning     bool
+	upDone        chan error
+	upCancel      context.CancelFunc
+	upPos         atomic.Int64 // the piece the upstream stream is on (-1: none)
+	upFails       int
+	upBackoff     time.Time
+	upProgress    chan struct{}
+	mismatches    int
+	pieceTime     time.Duration // moving average of a piece request's duration
+	announced     int
+	lastAnnounce  time.Time
 	// announcing is closed when the background progress announcement
 	// ends; nil before the first.
 	announcing     chan struct{}
@@ -230,6 +236,7 @@ func (j *job) stop() {
 			j.log.V(2).Info("Could not give the upstream lease back", "err", err.Error())
 		}
 		j.leaseHeld = false
+		j.f.leases.Add(-1)
 	}
 }
 
@@ -437,7 +444,13 @@ func (j *job) get(ctx context.Context, r *request, endpoint string, stall *time.
 	if err != nil {
 		return result{req: r, err: err}
 	}
-	defer func() { _ = resp.Body.Close() }()
+	defer func() {
+		if resp.StatusCode != http.StatusPartialContent && resp.StatusCode != http.StatusOK {
+			// A short error body read to its end keeps the connection.
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
+		}
+		_ = resp.Body.Close()
+	}()
 	switch resp.StatusCode {
 	case http.StatusPartialContent:
 	case http.StatusOK:
@@ -587,6 +600,30 @@ func (j *job) maybeUpstream(ctx context.Context, bm store.Bitmap, now time.Time)
 	if !j.looked || j.requests > 0 || now.Sub(j.lastLeaseTry) < leaseRetry || j.holdersHaveMissing(bm, now) {
 		return nil
 	}
+	// Count this ask as a lease while it is out, so that fetches asking at
+	// the same moment see it; a grant keeps the count.
+	held := j.f.leases.Add(1) - 1
+	granted := false
+	defer func() {
+		if !granted {
+			j.f.leases.Add(-1)
+		}
+	}()
+	if held > 0 {
+		// This node streams another blob from upstream already (or is
+		// asking for its lease): leave this lease a moment to the nodes
+		// that stream none. On a cold start every node asks for every
+		// blob's lease at once, and the node that won them all pulled
+		// every blob through its one link while the others' links idled
+		// (benchmark at B=R: one node held three of four leases, the
+		// swarm ran at 74% of its link speed).
+		if j.leaseWaitFrom.IsZero() {
+			j.leaseWaitFrom = now
+		}
+		if now.Sub(j.leaseWaitFrom) < time.Duration(held)*j.f.cfg.LeaseDefer {
+			return nil
+		}
+	}
 	j.lastLeaseTry = now
 	lctx, cancel := context.WithTimeout(ctx, rpcTimeout)
 	req := tracker.LeaseRequest{Digest: j.d.String(), Avoid: j.f.Blacklisted(), NoPeers: j.awaitHashes && !j.hashesKnown}
@@ -603,6 +640,7 @@ func (j *job) maybeUpstream(ctx context.Context, bm store.Bitmap, now time.Time)
 		return nil
 	}
 	if g.Granted {
+		granted = true
 		j.leaseHeld = true
 		j.f.m.leases.Inc()
 		j.log.V(2).Info("Granted the upstream lease")

@@ -78,6 +78,11 @@ const (
 	DefaultPoll = 250 * time.Millisecond
 	// DefaultAnnounceInterval is how often a fetch announces its progress.
 	DefaultAnnounceInterval = 250 * time.Millisecond
+	// DefaultLeaseDefer is how long a fetch waits, per upstream lease its
+	// node holds already, before asking for its blob's lease: long enough
+	// for the nodes that hold none to ask first on a cold start, short
+	// enough not to matter to a node pulling alone.
+	DefaultLeaseDefer = 500 * time.Millisecond
 	// DefaultBlacklistFor is how long a peer that sent bad data is shunned
 	// (Kraken's 30 s).
 	DefaultBlacklistFor = 30 * time.Second
@@ -128,6 +133,9 @@ type Config struct {
 	// PieceStall is how long a piece request may receive nothing before
 	// it is given up (DefaultPieceStall).
 	PieceStall time.Duration
+	// LeaseDefer is how long a fetch defers asking for an upstream lease
+	// per lease its node holds already (DefaultLeaseDefer).
+	LeaseDefer time.Duration
 	// Registerer receives the metrics; nil registers none.
 	Registerer prometheus.Registerer
 	// Logger is the fetcher's logger (klog.Background() when zero).
@@ -149,6 +157,8 @@ type Fetcher struct {
 	// (MaxInflight bounds it; fetches scheduling at the same moment can
 	// overshoot it by one each).
 	peerInflight atomic.Int32
+	// leases counts the upstream leases this node's fetches hold.
+	leases atomic.Int32
 
 	wg        sync.WaitGroup // a flight's goroutine, until it ends
 	mu        sync.Mutex
@@ -177,6 +187,9 @@ func New(cfg Config) (*Fetcher, error) {
 	}
 	if cfg.PerPeer <= 0 {
 		cfg.PerPeer = DefaultPerPeer
+	}
+	if cfg.LeaseDefer <= 0 {
+		cfg.LeaseDefer = DefaultLeaseDefer
 	}
 	if cfg.Poll <= 0 {
 		cfg.Poll = DefaultPoll

@@ -127,6 +127,7 @@ type nodeOptions struct {
 	maxUploads int
 	egress     int64 // bytes per second each node uploads; 0 unpaced
 	pieceStall time.Duration
+	leaseDefer time.Duration
 }
 
 // newSwarm starts n nodes that know each other.
@@ -166,7 +167,7 @@ func (nd *node) start(t *testing.T, self placement.Member, mf tracker.Membership
 	bs, err := blobserver.New(blobserver.Options{Store: nd.store, MaxPeerUploads: o.maxUploads, EgressBytesPerSecond: o.egress})
 	require.NoError(t, err)
 	nd.fetcher, err = swarm.New(swarm.Config{Self: nd.name, Store: nd.store, Trackers: nd.client, Upstream: &swarm.Registry{},
-		Mode: o.mode, Poll: 50 * time.Millisecond, AnnounceInterval: 50 * time.Millisecond, PieceStall: o.pieceStall, Registerer: nd.reg})
+		Mode: o.mode, Poll: 50 * time.Millisecond, AnnounceInterval: 50 * time.Millisecond, PieceStall: o.pieceStall, LeaseDefer: o.leaseDefer, Registerer: nd.reg})
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	mux.Handle(tracker.DefaultPathPrefix+"/", nd.tracker.Handler(tracker.DefaultPathPrefix))
@@ -417,4 +418,37 @@ func TestResumeAfterRestart(t *testing.T) {
 		}), nodeOptions{})
 	fetchAll(t, []*node{nd}, u)
 	require.LessOrEqual(t, u.sent.Load(), u.desc.Size+(1<<20), "resumed instead of starting over (sent %d before the restart)", before)
+}
+
+// TestLeasesSpreadOverNodes: three nodes warm three blobs at once. A node
+// that holds one upstream lease leaves the others a moment to nodes that
+// hold none, so the blobs stream from upstream through different nodes'
+// links instead of one node pulling them all.
+func TestLeasesSpreadOverNodes(t *testing.T) {
+	ups := []*upstream{newUpstream(t, 3<<20+1, 1<<20), newUpstream(t, 3<<20+2, 1<<20), newUpstream(t, 3<<20+3, 1<<20)}
+	// Deferring as long as a blob takes to stream leaves the other nodes
+	// time to ask however slowly the machine runs the test.
+	nodes := newSwarm(t, 3, nodeOptions{leaseDefer: 3 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	g, ctx := errgroup.WithContext(ctx)
+	for _, nd := range nodes {
+		for _, u := range ups {
+			g.Go(func() error { return nd.fetcher.Fetch(ctx, u.desc, u.origin()) })
+		}
+	}
+	require.NoError(t, g.Wait())
+	holders := 0
+	for _, nd := range nodes {
+		for _, u := range ups {
+			requireVerified(t, nd, u)
+		}
+		if nd.counter(t, "shoal_agent_swarm_upstream_leases_total", nil) > 0 {
+			holders++
+		}
+	}
+	for _, u := range ups {
+		require.Equal(t, u.desc.Size, u.sent.Load(), "one upstream copy of each blob")
+	}
+	require.GreaterOrEqual(t, holders, 2, "nodes that streamed from upstream")
 }
