@@ -211,6 +211,7 @@ type runResult struct {
 	corrupted      int
 	failed         []string
 	cpuSeconds     float64 // nodes and registry
+	harnessCPU     float64 // of cpuSeconds, the registry's and harness's
 	deliveredBytes int64
 	restarts       int
 }
@@ -280,8 +281,9 @@ func (r *runResult) resultLine() string {
 }
 
 func (r *runResult) printRow(w io.Writer) {
-	fmt.Fprintf(w, "%-11s %-11s T_all %7.2f s  p50 %7.2f  p99 %7.2f  max %7.2f  eta p50 %.3f p99 %.3f  alpha %.3f  CPU %3.0f%% of the cores  restarts %d\n",
-		r.mode, r.scenario, r.tAll, r.durP(0.5), r.durP(0.99), r.durP(1), r.etaP(0.5), r.etaP(0.99), r.alpha(), r.cpuUse()*100, r.restarts)
+	fmt.Fprintf(w, "%-11s %-11s T_all %7.2f s  p50 %7.2f  p99 %7.2f  max %7.2f  eta p50 %.3f p99 %.3f  alpha %.3f  CPU %3.0f%% of the cores (registry and harness %.0f%%)  restarts %d\n",
+		r.mode, r.scenario, r.tAll, r.durP(0.5), r.durP(0.99), r.durP(1), r.etaP(0.5), r.etaP(0.99), r.alpha(), r.cpuUse()*100,
+		r.harnessCPU/(float64(runtime.NumCPU())*r.tAll)*100, r.restarts)
 	// The calibration's two unshaped nodes are the cheapest case; the run
 	// itself says whether the machine kept up.
 	if r.cpuUse() >= 0.9 {

@@ -4,6 +4,7 @@ package p2p
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -119,10 +120,21 @@ func (np *nodeProc) storeDir() string {
 	return ""
 }
 
+// nodeGOMAXPROCS is the GOMAXPROCS of every node process: 1 unless
+// P2P_NODE_GOMAXPROCS says otherwise. Sixteen nodes share the machine's
+// cores; with a P per core each, idle Ps spinning for work while the
+// node's goroutines wake and sleep for every paced chunk cost more CPU
+// than the node's own work (a fifth of all node CPU at B=4 MiB/s), so the
+// machine, not the network, would set the pace.
+func nodeGOMAXPROCS() string {
+	return cmp.Or(os.Getenv("P2P_NODE_GOMAXPROCS"), "1")
+}
+
 // start starts (or restarts) the process.
 func (np *nodeProc) start(t *testing.T) {
 	t.Helper()
 	np.cmd = exec.Command(np.bin, np.args...)
+	np.cmd.Env = append(os.Environ(), "GOMAXPROCS="+nodeGOMAXPROCS())
 	np.cmd.Stderr = np.log
 	np.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdin, err := np.cmd.StdinPipe()

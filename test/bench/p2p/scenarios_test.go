@@ -163,8 +163,12 @@ func (h *harness) run(mode, scenario string) *runResult {
 			for _, np := range nodes {
 				lo, hi = min(lo, np.progress.Load()), max(hi, np.progress.Load())
 			}
-			fmt.Printf("trace %5.1fs upstream %6.1f MiB  node progress min %6.1f max %6.1f MiB\n",
+			fmt.Printf("trace %5.1fs upstream %6.1f MiB  node progress min %6.1f max %6.1f MiB:",
 				time.Since(t0).Seconds(), float64(reg.stats().BlobBytes)/mib, float64(lo)/mib, float64(hi)/mib)
+			for _, np := range nodes {
+				fmt.Printf(" %.0f", float64(np.progress.Load())/mib)
+			}
+			fmt.Println()
 		}
 		require.True(t, time.Now().Before(deadline), "%s/%s: %d nodes unfinished after %s", mode, scenario, remaining, limit)
 		<-tick.C
@@ -216,12 +220,18 @@ func (h *harness) run(mode, scenario string) *runResult {
 		nr.blacklist = get("shoal_agent_swarm_blacklistings_total")
 		nr.mismatches = get("shoal_agent_swarm_digest_mismatches_total")
 		nr.badPieces = get("shoal_agent_swarm_bad_pieces_total")
+		if trace {
+			fmt.Printf("trace node %2d %-8s done %6.2f s  leases %.0f  upstream MiB %6.1f  received MiB %6.1f  served MiB %6.1f\n",
+				i, np.name, nr.start+nr.duration, get("shoal_agent_swarm_upstream_leases_total"),
+				get("shoal_agent_swarm_upstream_bytes_total")/mib, nr.received/mib, nr.served/mib)
+		}
 		res.cpuSeconds += nr.cpu
 		res.deliveredBytes += needs[i]
 	}
 	self1, err := readProcSelf()
 	require.NoError(t, err)
-	res.cpuSeconds += self1.CPUSeconds - self0.CPUSeconds
+	res.harnessCPU = self1.CPUSeconds - self0.CPUSeconds
+	res.cpuSeconds += res.harnessCPU
 	st := reg.stats()
 	res.upstreamBytes, res.peakStreams, res.rejected = st.BlobBytes, st.PeakStreams, st.Rejected
 	for _, np := range nodes {
