@@ -33,8 +33,13 @@ import (
 const (
 	// DefaultMaxPeerUploads caps the uploads a node serves peers at once.
 	DefaultMaxPeerUploads = 4
-	// DefaultSpreadWindow is the blob server's SpreadWindow.
-	DefaultSpreadWindow = time.Second
+	// DefaultSpreadWindow is the blob server's SpreadWindow. Every
+	// partial holder gives a piece to one peer per window, so a fresh
+	// piece reaches N nodes in about log2(N) windows at best: with 1 s,
+	// the last pieces of a 16-node cold swarm arrived some 4 s after the
+	// upstream finished (benchmark, B=R=8 MiB/s: η p50 0.86-0.88 with
+	// 1 s, 0.88-0.91 with 250 ms, 0.87 with none).
+	DefaultSpreadWindow = 250 * time.Millisecond
 	// DefaultReleaseInterval is how often blobs the runtime holds are
 	// dropped from the store.
 	DefaultReleaseInterval = 30 * time.Second
@@ -78,6 +83,9 @@ type Config struct {
 	// (0: DefaultMaxPeerUploads).
 	IngressBytesPerSecond, EgressBytesPerSecond int64
 	MaxPeerUploads                              int
+	// SpreadWindow is the blob server's SpreadWindow (DefaultSpreadWindow
+	// when 0; negative turns it off).
+	SpreadWindow time.Duration
 	// Upstreams are the registries with settings other than the default
 	// (HTTPS): the ones reached over plain HTTP.
 	Upstreams []Upstream
@@ -141,6 +149,9 @@ func New(cfg Config) (*Node, error) {
 	if cfg.Advertise == "" {
 		cfg.Advertise = cfg.Listener.Addr().String()
 	}
+	if cfg.SpreadWindow == 0 {
+		cfg.SpreadWindow = DefaultSpreadWindow
+	}
 	if cfg.MaxPeerUploads == 0 {
 		cfg.MaxPeerUploads = DefaultMaxPeerUploads
 	}
@@ -198,7 +209,7 @@ func New(cfg Config) (*Node, error) {
 		return fail(err)
 	}
 	bo := blobserver.Options{Store: st, MaxPeerUploads: cfg.MaxPeerUploads, EgressBytesPerSecond: cfg.EgressBytesPerSecond,
-		PullThrough: n.pullThrough, SpreadWindow: DefaultSpreadWindow, Runtime: cfg.Runtime, Registerer: cfg.Registerer}
+		PullThrough: n.pullThrough, SpreadWindow: cfg.SpreadWindow, Runtime: cfg.Runtime, Registerer: cfg.Registerer}
 	if n.server, err = blobserver.New(bo); err != nil {
 		return fail(err)
 	}

@@ -54,6 +54,7 @@ func main() {
 type options struct {
 	name, addr, join, storeDir, mode, registry, meshKey string
 	port, meshPort, maxUploads                          int
+	spreadWindow                                        time.Duration
 	ingress, egress                                     int64
 	poison                                              bool
 	cpuProfile                                          string
@@ -75,6 +76,7 @@ func run() error {
 	flag.Int64Var(&o.ingress, "ingress", 0, "ingress bytes/s (0: unbounded)")
 	flag.Int64Var(&o.egress, "egress", 0, "egress bytes/s (0: unbounded)")
 	flag.IntVar(&o.maxUploads, "max-uploads", 0, "concurrent peer uploads (0: default)")
+	flag.DurationVar(&o.spreadWindow, "spread-window", 0, "blob server spread window (0: default, negative: off)")
 	flag.BoolVar(&o.poison, "poison", false, "flip bytes in every blob response to peers")
 	flag.IntVar(&o.maxInflight, "max-inflight", 0, "piece requests in flight per node (0: default)")
 	flag.IntVar(&o.perPeer, "per-peer", 0, "piece requests per holder per blob (0: default)")
@@ -145,7 +147,7 @@ func run() error {
 	}
 	cfg := node.Config{
 		Name: o.name, Listener: l, StoreDir: o.storeDir, Members: tracker.MeshMembership(m), Mode: mode,
-		IngressBytesPerSecond: o.ingress, EgressBytesPerSecond: o.egress, MaxPeerUploads: o.maxUploads,
+		IngressBytesPerSecond: o.ingress, EgressBytesPerSecond: o.egress, MaxPeerUploads: o.maxUploads, SpreadWindow: o.spreadWindow,
 		Upstreams: ups, Registerer: reg, Logger: log,
 		// The agent's defaults unless tuned: polling every 50 ms instead
 		// of 250 gave the same η for 2.5 times the tracker RPCs.
