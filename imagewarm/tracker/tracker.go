@@ -27,6 +27,11 @@ const (
 	// from the registry, everyone else from peers. Raise it only when the
 	// registry is faster than a node's link.
 	DefaultMaxLeases = 1
+	// FreshComplete is how long after a holder first announced a blob
+	// complete a new upstream lease on it is refused (the asker is told
+	// to fetch from the holder): a few lookup rounds, the time a node
+	// needs to see the holder.
+	FreshComplete = 3 * time.Second
 	// DefaultMaxHandout caps the holders a lookup returns: BitTorrent
 	// trackers' and Kraken's usual 50. A fetch sees only the holders it
 	// is handed, and while a blob streams in, each partial holder's newest
@@ -110,6 +115,8 @@ type Tracker struct {
 type holding struct {
 	Holder
 	readAt int64
+	// completeSince is when the node first announced the blob complete.
+	completeSince time.Time
 }
 
 // entry is one digest's state.
@@ -173,6 +180,11 @@ func (t *Tracker) Announce(a Announcement) error {
 		e.holders[a.Node] = h
 	}
 	h.readAt = a.ReadAt
+	if !a.Complete {
+		h.completeSince = time.Time{}
+	} else if !h.Complete || h.completeSince.IsZero() {
+		h.completeSince = now
+	}
 	h.Holder = Holder{
 		Node:         a.Node,
 		Endpoint:     a.Endpoint,
@@ -298,14 +310,17 @@ func (t *Tracker) AcquireLease(req LeaseRequest) (LeaseGrant, error) {
 }
 
 // usableCompleteLocked returns a live holder of e's complete blob that
-// req's node may fetch from, or "".
+// req's node may fetch from and that completed within FreshComplete, or
+// "". A node asking right after a holder finished has not seen it yet;
+// one still asking well after may well have tried it and found it too
+// slow, and gets the lease.
 func (t *Tracker) usableCompleteLocked(e *entry, req LeaseRequest, now time.Time) string {
 	if req.NoPeers {
 		return ""
 	}
 	t.expireHoldersLocked(e, now)
 	for _, h := range e.holders {
-		if h.Complete && h.Node != req.Node && !slices.Contains(req.Avoid, h.Node) {
+		if h.Complete && now.Sub(h.completeSince) < FreshComplete && h.Node != req.Node && !slices.Contains(req.Avoid, h.Node) {
 			return h.Node
 		}
 	}

@@ -366,11 +366,15 @@ func TestLeases(t *testing.T) {
 		tr.ReleaseLease(d, "b")
 		ask(t, tr, tracker.LeaseRequest{Node: "b", NoPeers: true}, true)
 		tr.ReleaseLease(d, "b")
-		// The complete holder itself, and anyone once its announcement
-		// expired, may have it.
+		// The complete holder itself may have it, and anyone once the
+		// holder completed a while ago: an asker that still starves has
+		// seen it and found it of no use (too slow, say).
 		acquire(t, tr, "a", true)
 		tr.ReleaseLease(d, "a")
-		clk.Step(tracker.DefaultTTL + time.Second)
+		clk.Step(tracker.FreshComplete - time.Millisecond)
+		require.NoError(t, tr.Announce(complete(d, "a", ""))) // a re-announcement
+		acquire(t, tr, "b", false)
+		clk.Step(time.Millisecond)
 		g = acquire(t, tr, "b", true)
 		require.Empty(t, g.CompleteHolder)
 	})

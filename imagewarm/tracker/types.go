@@ -244,8 +244,9 @@ type LeaseRequest struct {
 	// Node is the requesting node.
 	Node string `json:"node"`
 	// Avoid names holders the requester will not fetch from (it
-	// blacklisted them). A complete holder that is not avoided makes the
-	// tracker refuse the lease.
+	// blacklisted them). A holder that completed the blob moments ago
+	// (FreshComplete) and is not avoided makes the tracker refuse the
+	// lease.
 	Avoid []string `json:"avoid,omitempty"`
 	// NoPeers says the requester can take data from no holder at all (it
 	// cannot check their pieces yet), so complete holders do not stand in
