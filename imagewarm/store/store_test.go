@@ -341,15 +341,23 @@ func TestReopen(t *testing.T) {
 	require.Equal(t, PieceSum(sha256.Sum256(piece(full, testPiece, 2))), ph.Sums[2])
 }
 
-func TestPieceHashes(t *testing.T) {
-	data, d := blob(4, 4*testPiece+1)
+// verifiedPieceHashes returns the piece hashes of data (digest d) as a
+// store that verified it publishes them.
+func verifiedPieceHashes(t *testing.T, data []byte, d v1.Hash) PieceHashes {
+	t.Helper()
 	src := openStore(t, "", Options{})
 	put(t, src, data)
 	sb, err := src.Get(d)
 	require.NoError(t, err)
+	defer closeBlob(t, sb)
 	ph, err := sb.PieceHashes()
 	require.NoError(t, err)
-	closeBlob(t, sb)
+	return ph
+}
+
+func TestPieceHashes(t *testing.T) {
+	data, d := blob(4, 4*testPiece+1)
+	ph := verifiedPieceHashes(t, data, d)
 	bad := bytes.Clone(piece(data, testPiece, 1))
 	bad[0] ^= 1
 
@@ -455,13 +463,7 @@ func TestCommitDigestMismatch(t *testing.T) {
 // and any drop of pieces it covered makes Commit start over.
 func TestRunningDigest(t *testing.T) {
 	data, d := blob(6, 8*testPiece+3)
-	src := openStore(t, "", Options{})
-	put(t, src, data)
-	sb, err := src.Get(d)
-	require.NoError(t, err)
-	ph, err := sb.PieceHashes()
-	require.NoError(t, err)
-	closeBlob(t, sb)
+	ph := verifiedPieceHashes(t, data, d)
 	n := numPieces(int64(len(data)), testPiece)
 	bad := bytes.Clone(piece(data, testPiece, 2))
 	bad[0] ^= 1
