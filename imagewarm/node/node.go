@@ -37,7 +37,7 @@ const (
 	// partial holder gives a piece to one peer per window, so a fresh
 	// piece reaches N nodes in about log2(N) windows at best: with 1 s,
 	// the last pieces of a 16-node cold swarm arrived some 4 s after the
-	// upstream finished (benchmark, B=R=8 MiB/s: η p50 0.86-0.88 with
+	// upstream finished (benchmark, B=R=8 MiB/s: η p50 0.86-0.89 with
 	// 1 s, 0.88-0.91 with 250 ms, 0.87 with none).
 	DefaultSpreadWindow = 250 * time.Millisecond
 	// DefaultReleaseInterval is how often blobs the runtime holds are

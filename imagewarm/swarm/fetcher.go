@@ -157,7 +157,8 @@ type Fetcher struct {
 	// (MaxInflight bounds it; fetches scheduling at the same moment can
 	// overshoot it by one each).
 	peerInflight atomic.Int32
-	// leases counts the upstream leases this node's fetches hold.
+	// leases counts the upstream leases this node's fetches hold or are
+	// asking for.
 	leases atomic.Int32
 
 	wg        sync.WaitGroup // a flight's goroutine, until it ends

@@ -275,7 +275,13 @@ func (r *runResult) durP(q float64) float64 {
 }
 
 // cpuUse is the share of the machine's cores the run used.
-func (r *runResult) cpuUse() float64 { return r.cpuSeconds / (float64(runtime.NumCPU()) * r.tAll) }
+func (r *runResult) cpuUse() float64 { return r.coreShare(r.cpuSeconds) }
+
+// coreShare is the share of the machine's cores cpuSeconds took over the
+// run.
+func (r *runResult) coreShare(cpuSeconds float64) float64 {
+	return cpuSeconds / (float64(runtime.NumCPU()) * r.tAll)
+}
 
 func (r *runResult) alpha() float64 { return float64(r.upstreamBytes) / float64(r.unionNeed) }
 
@@ -287,7 +293,7 @@ func (r *runResult) resultLine() string {
 func (r *runResult) printRow(w io.Writer) {
 	fmt.Fprintf(w, "%-11s %-11s T_all %7.2f s  p50 %7.2f  p99 %7.2f  max %7.2f  eta p50 %.3f p99 %.3f  alpha %.3f  CPU %3.0f%% of the cores (registry and harness %.0f%%)  restarts %d\n",
 		r.mode, r.scenario, r.tAll, r.durP(0.5), r.durP(0.99), r.durP(1), r.etaP(0.5), r.etaP(0.99), r.alpha(), r.cpuUse()*100,
-		r.harnessCPU/(float64(runtime.NumCPU())*r.tAll)*100, r.restarts)
+		r.coreShare(r.harnessCPU)*100, r.restarts)
 	// The calibration's two unshaped nodes are the cheapest case; the run
 	// itself says whether the machine kept up.
 	if r.cpuUse() >= 0.9 {
