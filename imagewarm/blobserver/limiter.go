@@ -13,9 +13,10 @@ import (
 
 // Limiter is a token bucket of bytes: on average at most its rate, with
 // bursts of at most its burst. Every response it paces draws from the same
-// bucket, so it bounds the node's total egress. Waiters are served in the
-// order they asked (each takes its tokens at once, going into debt, and
-// sleeps until the debt is repaid). It is safe for concurrent use.
+// bucket, so it bounds the node's total egress (or ingress). Waiters are
+// served in the order they asked (each takes its tokens at once, going into
+// debt, and sleeps until the debt is repaid), except that WaitNAhead's
+// callers go before WaitN's. It is safe for concurrent use.
 type Limiter struct {
 	clk   clock.Clock
 	rate  float64 // bytes per second
@@ -49,8 +50,9 @@ func (l *Limiter) Burst() int64 { return l.burst }
 func (l *Limiter) Rate() int64 { return int64(l.rate) }
 
 // reserve takes n tokens at now and returns how long the caller must wait
-// before using them.
-func (l *Limiter) reserve(now time.Time, n int64) time.Duration {
+// before using them: until the debt is repaid, or, ahead of the others,
+// until it is down to one burst.
+func (l *Limiter) reserve(now time.Time, n int64, ahead bool) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if el := now.Sub(l.last); el > 0 {
@@ -58,11 +60,15 @@ func (l *Limiter) reserve(now time.Time, n int64) time.Duration {
 		l.last = now
 	}
 	l.tokens -= float64(n)
-	if l.tokens >= 0 {
+	allowed := 0.0
+	if ahead {
+		allowed = float64(l.burst)
+	}
+	if l.tokens+allowed >= 0 {
 		return 0
 	}
 	// Round up, so that the debt is always repaid when the wait ends.
-	return time.Duration(math.Ceil(-l.tokens / l.rate * float64(time.Second)))
+	return time.Duration(math.Ceil(-(l.tokens + allowed) / l.rate * float64(time.Second)))
 }
 
 // refund gives back tokens reserved by a waiter that gave up.
@@ -75,10 +81,27 @@ func (l *Limiter) refund(n int64) {
 // WaitN blocks until n bytes may be sent or ctx ends. n must not exceed
 // Burst.
 func (l *Limiter) WaitN(ctx context.Context, n int64) error {
+	return l.wait(ctx, n, false)
+}
+
+// WaitNAhead is WaitN for traffic that goes before every WaitN caller: it
+// runs up to a burst into debt without waiting, so it waits only when
+// WaitNAhead's callers alone use the whole rate, and WaitN's callers get
+// what it leaves. Even then WaitN's callers are slowed, not starved: each
+// gets its n once per burst's worth of time. The swarm reads upstream this
+// way: the registry's one
+// copy is what every other node waits for, and a lease holder's own peer
+// downloads sharing its ingress must not slow it down.
+func (l *Limiter) WaitNAhead(ctx context.Context, n int64) error {
+	return l.wait(ctx, n, true)
+}
+
+// wait is WaitN or, if ahead, WaitNAhead.
+func (l *Limiter) wait(ctx context.Context, n int64, ahead bool) error {
 	if n > l.burst {
 		return fmt.Errorf("rate limiter: %d bytes asked at once, burst is %d", n, l.burst)
 	}
-	d := l.reserve(l.clk.Now(), n)
+	d := l.reserve(l.clk.Now(), n, ahead)
 	if d <= 0 {
 		return nil
 	}

@@ -50,7 +50,7 @@ func TestLimiterLongRunRate(t *testing.T) {
 				if now.After(t0.Add(horizon)) {
 					break
 				}
-				d := l.reserve(now, int64(tc.chunk))
+				d := l.reserve(now, int64(tc.chunk), false)
 				if now.Add(d).After(t0.Add(horizon)) {
 					break // granted after the horizon
 				}
@@ -66,14 +66,86 @@ func TestLimiterLongRunRate(t *testing.T) {
 	}
 }
 
+// TestLimiterAhead runs one WaitNAhead reader that wants a given rate next
+// to four greedy WaitN readers on a simulated timeline: the ahead reader
+// gets what it wants up to the whole rate, never waiting below it, and the
+// others share what it leaves.
+func TestLimiterAhead(t *testing.T) {
+	const rate, burst, chunk = 8 << 20, 800 << 10, 32 << 10
+	const horizon = 60 * time.Second
+	for _, tc := range []struct {
+		name string
+		want float64 // the ahead reader's demand, a share of the rate
+	}{
+		{"ahead wants a quarter", 0.25},
+		{"ahead wants half", 0.5},
+		{"ahead wants more than the rate", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := NewLimiter(rate, burst, clocktesting.NewFakeClock(t0))
+			// Reader 0 is ahead and asks every chunk/(want·rate); the
+			// others ask again as soon as their wait ends.
+			every := time.Duration(float64(chunk) / (tc.want * rate) * float64(time.Second))
+			next := []time.Time{t0, t0, t0, t0, t0}
+			granted := make([]int64, len(next))
+			waitedAhead := false
+			for {
+				w := 0
+				for i := range next {
+					if next[i].Before(next[w]) {
+						w = i
+					}
+				}
+				now := next[w]
+				if now.After(t0.Add(horizon)) {
+					break
+				}
+				d := l.reserve(now, chunk, w == 0)
+				if now.Add(d).After(t0.Add(horizon)) {
+					next[w] = now.Add(d)
+					continue
+				}
+				granted[w] += chunk
+				if w == 0 {
+					waitedAhead = waitedAhead || d > 0
+					next[w] = now.Add(max(d, every))
+				} else {
+					next[w] = now.Add(d)
+				}
+			}
+			var total, others int64
+			for i, g := range granted {
+				total += g
+				if i > 0 {
+					others += g
+				}
+			}
+			secs := horizon.Seconds()
+			if tc.want <= 1 {
+				require.InDelta(t, tc.want*rate, float64(granted[0])/secs, rate*0.02, "the ahead reader's rate")
+				require.InDelta(t, (1-tc.want)*rate, float64(others)/secs, rate*0.02, "what the others got")
+			} else {
+				// The others are slowed, not starved: one chunk each per
+				// burst's worth of time.
+				least := rate * (1 - 4.0*chunk/burst)
+				require.GreaterOrEqual(t, float64(granted[0])/secs, least*0.98, "the ahead reader's rate")
+				require.Positive(t, others, "the others starved")
+				require.InDelta(t, rate, float64(total)/secs, rate*0.02, "the whole rate is used")
+			}
+			require.LessOrEqual(t, float64(total), 2*burst+rate*secs, "at most a burst more than the bucket's bound")
+			require.Equal(t, tc.want > 1, waitedAhead, "the ahead reader waits only when it alone wants more than the rate")
+		})
+	}
+}
+
 func TestLimiterBurstAfterIdle(t *testing.T) {
 	l := NewLimiter(1000, 5000, clocktesting.NewFakeClock(t0))
-	require.Zero(t, l.reserve(t0, 5000), "a full bucket to start")
-	require.Equal(t, time.Second, l.reserve(t0, 1000))
+	require.Zero(t, l.reserve(t0, 5000, false), "a full bucket to start")
+	require.Equal(t, time.Second, l.reserve(t0, 1000, false))
 	// An hour idle refills only up to the burst.
 	later := t0.Add(time.Hour)
-	require.Zero(t, l.reserve(later, 5000))
-	require.Equal(t, 500*time.Millisecond, l.reserve(later, 500))
+	require.Zero(t, l.reserve(later, 5000, false))
+	require.Equal(t, 500*time.Millisecond, l.reserve(later, 500, false))
 	require.Error(t, l.WaitN(t.Context(), 5001), "more than the burst at once")
 }
 
@@ -91,7 +163,7 @@ func TestLimiterWaitNCancel(t *testing.T) {
 	require.ErrorIs(t, <-done, context.Canceled)
 	// The cancelled waiter's tokens came back: after one second the bucket
 	// holds a full burst again instead of being in debt.
-	require.Zero(t, l.reserve(t0.Add(time.Second), 1000))
+	require.Zero(t, l.reserve(t0.Add(time.Second), 1000, false))
 }
 
 // TestEgressRateLimit serves three peers at once through a server paced at

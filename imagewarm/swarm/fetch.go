@@ -461,7 +461,7 @@ func (j *job) get(ctx context.Context, r *request, endpoint string, stall *time.
 		return result{req: r, status: resp.StatusCode, err: fmt.Errorf("peer answered %d", resp.StatusCode)}
 	}
 	buf := j.f.buffer(j.ps)[:n]
-	if err := j.readFull(ctx, resp.Body, buf, stall); err != nil {
+	if err := j.readFull(ctx, resp.Body, buf, stall, false); err != nil {
 		j.f.recycle(buf)
 		return result{req: r, err: fmt.Errorf("read piece %d from %s: %w", r.piece, r.node, err)}
 	}
@@ -469,13 +469,21 @@ func (j *job) get(ctx context.Context, r *request, endpoint string, stall *time.
 }
 
 // readFull fills buf from r, drawing every chunk from the ingress bucket
-// and, if stall is set, pushing it back after each.
-func (j *job) readFull(ctx context.Context, r io.Reader, buf []byte, stall *time.Timer) error {
+// and, if stall is set, pushing it back after each. Upstream reads go
+// ahead of peer reads in the bucket: the registry's copy is what the whole
+// swarm waits for, so a lease holder's own piece downloads must not take
+// its ingress (one lease holder of two, fetching the rest of the image from
+// peers, streamed upstream at a fifth of its link instead of half).
+func (j *job) readFull(ctx context.Context, r io.Reader, buf []byte, stall *time.Timer, upstream bool) error {
 	for off := 0; off < len(buf); {
 		n := min(len(buf)-off, readChunk)
 		if l := j.f.cfg.Ingress; l != nil {
 			n = int(min(int64(n), l.Burst()))
-			if err := l.WaitN(ctx, int64(n)); err != nil {
+			wait := l.WaitN
+			if upstream {
+				wait = l.WaitNAhead
+			}
+			if err := wait(ctx, int64(n)); err != nil {
 				return err
 			}
 		}
@@ -739,7 +747,7 @@ func (j *job) copyFrom(ctx context.Context, rc io.Reader, i int, buf []byte) err
 		}
 		j.upPos.Store(int64(i))
 		n := min(j.ps, j.size-int64(i)*j.ps)
-		if err := j.readFull(ctx, rc, buf[:n], nil); err != nil {
+		if err := j.readFull(ctx, rc, buf[:n], nil, true); err != nil {
 			return fmt.Errorf("read piece %d from upstream: %w", i, err)
 		}
 		j.f.m.upstreamBytes.Add(float64(n))
