@@ -60,10 +60,13 @@ const (
 	// DefaultMaxInflight is the piece requests a node keeps in flight,
 	// over all its fetches. Requests share the node's ingress, so each
 	// one more makes every piece take longer, and a piece is of use to
-	// other nodes only once it has fully arrived: a few requests fill the
-	// link, and more only deepen the swarm's pipeline (with 32, the
-	// benchmark's nodes trailed the upstream by a fifth of the run).
-	DefaultMaxInflight = 4
+	// other nodes only once it has fully arrived; too few, and the link
+	// idles while requests wait on busy holders (429) or on holders that
+	// just gave a fresh piece to someone else. In the benchmark at B=R=4
+	// MiB/s, 4 gave eta p50 0.88, 6 gave 0.92 and 8 gave 0.91; 2 and 3
+	// left the link idle (0.61 and 0.78 at 8 MiB/s), and with 32 the
+	// nodes trailed the upstream by a fifth of the run.
+	DefaultMaxInflight = 6
 	// DefaultPieceStall is how long a piece request may go without a byte
 	// (headers included) before it is given up. It bounds silence, not
 	// the whole request: on a slow link, or with many requests sharing
