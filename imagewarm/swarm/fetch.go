@@ -47,6 +47,13 @@ const (
 	minBusyBackoff = 100 * time.Millisecond
 	// rpcTimeout bounds a tracker call made from the fetch loop.
 	rpcTimeout = 2 * time.Second
+	// relayGrace is how long after this fetch learned the piece hashes a
+	// partial holder is not blamed for a bad piece: it may have relayed it
+	// in good faith, before the hashes were published, and drops it at its
+	// own next lookup (within four polls and a call). Blacklisting such an
+	// honest relay for BlacklistFor took half of a small swarm's holders
+	// away from every node that got a bad piece from it.
+	relayGrace = 3 * time.Second
 )
 
 // job is the state of one blob's fetch. Only its run goroutine touches it,
@@ -75,6 +82,7 @@ type job struct {
 	lookupFails int
 	looked      bool // a lookup answered at least once
 	hashesKnown bool
+	hashesAt    time.Time // when hashesKnown was set
 	// awaitHashes is set once the blob failed its digest check: peers'
 	// pieces are taken again only when they can be checked one by one.
 	awaitHashes  bool
@@ -107,10 +115,13 @@ type holder struct {
 	pieces         tracker.Bitmap
 	backoffUntil   time.Time
 	fails          int
+	// bad are the pieces it sent that did not match their hashes, while
+	// it was not yet blamed for them (relayGrace): not asked of it again.
+	bad map[int]bool
 }
 
-// has reports whether the holder has piece i.
-func (h *holder) has(i int) bool { return h.complete || h.pieces.Has(i) }
+// has reports whether the holder has piece i and may be asked for it.
+func (h *holder) has(i int) bool { return !h.bad[i] && (h.complete || h.pieces.Has(i)) }
 
 // request is one piece request to one holder.
 type request struct {
@@ -300,7 +311,7 @@ func (j *job) takeHashes(p *tracker.PieceHashes) {
 		j.log.Info("Could not take piece hashes", "publisher", p.Publisher, "err", err.Error())
 		return
 	}
-	j.hashesKnown = true
+	j.hashesKnown, j.hashesAt = true, time.Now()
 	for _, i := range bad {
 		j.f.m.badPieces.Inc()
 		j.sources[i] = ""
@@ -537,6 +548,16 @@ func (j *job) handle(ctx context.Context, r result) {
 			var pm *store.PieceMismatchError
 			if errors.As(err, &pm) {
 				j.f.m.badPieces.Inc()
+				if h != nil && !h.complete && now.Sub(j.hashesAt) < relayGrace {
+					// Maybe relayed in good faith: not blamed, but not
+					// asked for this piece again.
+					if h.bad == nil {
+						h.bad = map[int]bool{}
+					}
+					h.bad[i] = true
+					j.log.V(2).Info("A partial holder sent a piece that did not match its hash; not blamed yet", "piece", i, "from", node)
+					return
+				}
 				j.f.ban(ctx, node, fmt.Sprintf("piece %d did not match the published piece hash", i))
 				return
 			}
@@ -667,11 +688,8 @@ func (j *job) holdersHaveMissing(bm store.Bitmap, now time.Time) bool {
 		if j.f.blacklisted(h.node, now) {
 			continue
 		}
-		if h.complete {
-			return true
-		}
 		for i := range bm.Missing() {
-			if h.pieces.Has(i) {
+			if h.has(i) {
 				return true
 			}
 		}

@@ -331,6 +331,43 @@ func TestPieceHashesCatchPoisonedPeer(t *testing.T) {
 	require.Positive(t, bad, "someone asked the poisoned peer")
 }
 
+// TestRelayNotBlamedWithinGrace: a partial holder serves a bad piece, as
+// an honest node would that relayed it before the piece hashes were
+// published. The node that catches it takes the piece from elsewhere (here
+// upstream, under the lease) and never asks the holder for it again, but
+// does not blacklist it: the holder drops the piece at its own next lookup.
+func TestRelayNotBlamedWithinGrace(t *testing.T) {
+	u := newUpstream(t, 3<<20, 0)
+	nodes := newSwarm(t, 2, nodeOptions{})
+	relay, later := nodes[0], nodes[1]
+	ps := swarm.PieceSizeFor(u.desc.Size)
+	b, err := relay.store.Begin(u.desc.Digest, u.desc.Size, ps)
+	require.NoError(t, err)
+	held := tracker.NewBitmap(b.NumPieces())
+	var sums []byte
+	for i := range b.NumPieces() {
+		piece := bytes.Clone(u.data[int64(i)*ps : min(int64(i+1)*ps, u.desc.Size)])
+		sum := sha256.Sum256(piece)
+		sums = append(sums, sum[:]...)
+		if i == 0 {
+			piece[0] ^= 0xff
+		}
+		require.NoError(t, b.WritePiece(i, piece))
+		held.Set(i)
+	}
+	require.NoError(t, b.Close())
+	ctx := context.Background()
+	d := u.desc.Digest.String()
+	require.NoError(t, relay.client.Announce(ctx, tracker.Holding{Digest: d, Size: u.desc.Size, PieceSize: ps, Pieces: held}))
+	require.NoError(t, relay.client.PublishPieceHashes(ctx, d, tracker.PieceHashes{Size: u.desc.Size, PieceSize: ps, Sums: sums}))
+
+	fetchAll(t, []*node{later}, u)
+	require.Equal(t, 1.0, later.counter(t, "shoal_agent_swarm_bad_pieces_total", nil), "piece 0 was asked of the relay once")
+	require.Empty(t, later.fetcher.Blacklisted())
+	require.Positive(t, u.sent.Load(), "piece 0 came from upstream")
+	require.Zero(t, later.counter(t, "shoal_agent_swarm_digest_mismatches_total", nil))
+}
+
 // TestPieceStall: a holder that answers and then sends nothing is given
 // up on after PieceStall and the pieces come from the other holder, while
 // a holder that sends slowly but steadily is kept, however long a piece

@@ -249,7 +249,7 @@ func (t *Tracker) ForgetNode(node string) {
 
 // AcquireLease asks for one of digest's upstream leases for req.Node. It
 // is granted when the node already holds one, when fewer than MaxLeases
-// are out, or when a holder has stalled (no progress within the stall
+// are out to holders req does not avoid, or when a holder has stalled (no progress within the stall
 // timeout), in which case the stalled lease moves to the node. Otherwise
 // the grant names the current holders, so the node knows whom to wait
 // for. A live holder that completed the blob within FreshComplete and
@@ -285,7 +285,9 @@ func (t *Tracker) AcquireLease(req LeaseRequest) (LeaseGrant, error) {
 		}
 		fresh := &lease{node: node, since: now, progressAt: now, pieces: pieces}
 		switch {
-		case len(e.leases) < t.cfg.MaxLeases:
+		case usableLeases(e, req) < t.cfg.MaxLeases:
+			// Free, or every holder is one the asker shuns (it found
+			// their data bad): their pieces are of no use to it.
 			e.leases = append(e.leases, fresh)
 			granted = true
 		default:
@@ -312,6 +314,21 @@ func (t *Tracker) AcquireLease(req LeaseRequest) (LeaseGrant, error) {
 	grant := LeaseGrant{Granted: granted, Lease: t.leaseStateLocked(e, now), CompleteHolder: completeHolder}
 	t.dropIfEmptyLocked(digest, e, now)
 	return grant, nil
+}
+
+// usableLeases counts e's leases held by nodes req's asker does not shun.
+// A node the asker shuns may hold the lease and stream on, so that its
+// lease never stalls; counting it would leave the asker with no source at
+// all. One more lease is granted beside it, and the next asker that shuns
+// the same node counts that one.
+func usableLeases(e *entry, req LeaseRequest) int {
+	n := 0
+	for _, l := range e.leases {
+		if !slices.Contains(req.Avoid, l.node) {
+			n++
+		}
+	}
+	return n
 }
 
 // usableCompleteLocked returns a live holder of e's complete blob that

@@ -341,6 +341,18 @@ func TestLeases(t *testing.T) {
 		require.Equal(t, 1.0, leaseCount(t, reg, "denied"))
 	})
 
+	t.Run("a lease held by a node the asker avoids does not count for it", func(t *testing.T) {
+		tr, _, _ := newTracker(t, tracker.Config{})
+		acquire(t, tr, "bad", true)
+		// b found bad's data bad: bad's lease is of no use to it.
+		g := ask(t, tr, tracker.LeaseRequest{Node: "b", Avoid: []string{"bad"}}, true)
+		require.True(t, g.Lease.Held("bad") && g.Lease.Held("b"), "%+v", g.Lease)
+		// c avoids bad too, but b's lease serves it: no third.
+		g = ask(t, tr, tracker.LeaseRequest{Node: "c", Avoid: []string{"bad"}}, false)
+		require.Len(t, g.Lease.Holders, 2)
+		acquire(t, tr, "d", false) // shunning nobody, d waits for the holders
+	})
+
 	t.Run("a tracker learns a lease another granted from its holder", func(t *testing.T) {
 		tr, _, _ := newTracker(t, tracker.Config{})
 		a := partial(d, "a", "", 3)
