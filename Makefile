@@ -82,7 +82,7 @@ bench-nodework: ## Node-work benchmark: 1,000 simulated agents against one coord
 bench-imagepull: ## ImagePullJob benchmark: one job over 1,000 simulated agents; dispatch, completion, API writes, coordinator CPU and memory.
 	SHOAL_BENCH=imagepull hack/bench-nodework.sh
 
-bench-p2p: ## Image swarm benchmark: 16 agent processes warm a 256 MiB image; swarm vs spegel-like vs naive, 4 scenarios (about an hour).
+bench-p2p: ## Image swarm benchmark: 16 agent processes warm a 256 MiB image; swarm vs spegel-like vs naive, 4 scenarios (about half an hour).
 	hack/bench-p2p.sh
 
 bench-crr: ## ContainerRecreateRequest latency (p50/p95 and stages) on the running local cluster.

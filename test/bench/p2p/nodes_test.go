@@ -53,25 +53,40 @@ type doneEvent struct {
 	err string
 }
 
-// startNodes starts n nodes in the given mode; flags adds per-node flags.
+// nodeSet is a group of nodes startNodes starts.
+type nodeSet struct {
+	reg  *benchRegistry
+	n    int
+	mode string
+	// slot picks the nodes' loopback addresses: node i of slot s is
+	// nodeAddr(s*n+i), so that sets side by side do not collide.
+	slot int
+	// root is where the stores go (a directory per set is made in it).
+	root string
+	// name names the set's log directory.
+	name string
+}
+
+// startNodes starts a set of nodes; flags adds per-node flags.
 //
 // prepare, if set, is called with each node's store directory before the
 // node starts (to put blobs there).
-func (h *harness) startNodes(reg *benchRegistry, n int, mode string, flags func(i int) []string, prepare func(i int, storeDir string)) []*nodeProc {
-	t := h.t
-	h.seq++
-	root := filepath.Join("/dev/shm", fmt.Sprintf("shoal-bench-p2p-%d-%d", os.Getpid(), h.seq))
-	require.NoError(t, os.MkdirAll(root, 0o755))
-	logs := filepath.Join(h.p.Out, "logs", strconv.Itoa(h.seq))
+func (h *harness) startNodes(t *testing.T, set nodeSet, flags func(i int) []string, prepare func(i int, storeDir string)) []*nodeProc {
+	n, reg, mode := set.n, set.reg, set.mode
+	root, err := os.MkdirTemp(set.root, fmt.Sprintf("shoal-bench-p2p-%d-", os.Getpid()))
+	require.NoError(t, err)
+	logs := filepath.Join(h.p.Out, "logs", set.name)
+	require.NoError(t, os.RemoveAll(logs))
 	require.NoError(t, os.MkdirAll(logs, 0o755))
+	addr := func(i int) string { return nodeAddr(set.slot*n + i) }
 	nodes := make([]*nodeProc, n)
 	for i := range nodes {
-		np := &nodeProc{name: fmt.Sprintf("node-%02d", i), addr: nodeAddr(i), bin: h.bin}
+		np := &nodeProc{name: fmt.Sprintf("node-%02d", i), addr: addr(i), bin: h.bin}
 		np.args = []string{"--name", np.name, "--addr", np.addr, "--port", strconv.Itoa(peerPort),
 			"--mesh-port", strconv.Itoa(meshPort), "--store", filepath.Join(root, np.name), "--mode", mode,
 			"--insecure-registry", reg.Host(), "--mesh-key", meshKey, "-v", "1"}
 		if i > 0 {
-			np.args = append(np.args, "--join", fmt.Sprintf("%s:%d", nodeAddr(0), meshPort))
+			np.args = append(np.args, "--join", fmt.Sprintf("%s:%d", addr(0), meshPort))
 		}
 		if flags != nil {
 			np.args = append(np.args, flags(i)...)
@@ -194,18 +209,6 @@ func (np *nodeProc) ask(t *testing.T, op string) map[string]any {
 
 // warm asks the node to warm an image.
 func (np *nodeProc) warm(ref string) { np.send(map[string]any{"op": "warm", "image": ref}) }
-
-// wait waits for the node's warm to end.
-func (np *nodeProc) wait(t *testing.T, timeout time.Duration) doneEvent {
-	t.Helper()
-	select {
-	case d := <-np.done:
-		return d
-	case <-time.After(timeout):
-		t.Fatalf("%s did not finish within %s", np.name, timeout)
-		return doneEvent{}
-	}
-}
 
 // kill kills the process at once (SIGKILL) and waits for it.
 func (np *nodeProc) kill() {

@@ -63,8 +63,7 @@ type benchRegistry struct {
 	host    string
 	limiter *blobserver.Limiter // nil when unthrottled
 
-	pushMu sync.Mutex                // serializes pushImage
-	layers map[layerSpec]*storedBlob // generated layers, shared between images
+	pushMu sync.Mutex // serializes pushImage
 
 	mu         sync.RWMutex
 	repos      map[string]*storedRepo
@@ -141,10 +140,7 @@ func startRegistry(t testing.TB, o registryOptions) *benchRegistry {
 		o.Addr = "127.0.0.1:0"
 	}
 	require.GreaterOrEqual(t, o.BytesPerSecond, int64(0), "registry rate")
-	r := &benchRegistry{
-		layers: map[layerSpec]*storedBlob{},
-		repos:  map[string]*storedRepo{},
-	}
+	r := &benchRegistry{repos: map[string]*storedRepo{}}
 	r.resetStats()
 	if o.BytesPerSecond > 0 {
 		r.limiter = blobserver.NewLimiter(o.BytesPerSecond, max(registryBurst, o.BytesPerSecond/10), nil)
@@ -233,8 +229,30 @@ type imageHistory struct {
 	Comment   string `json:"comment,omitempty"`
 }
 
+// generated holds every layer generated so far, shared between images
+// and registries (each run of the benchmark has its own registry).
+var generated struct {
+	sync.Mutex
+	layers map[layerSpec]*storedBlob
+}
+
+// layerBlob returns the layer of spec, generating it the first time.
+func layerBlob(spec layerSpec) *storedBlob {
+	generated.Lock()
+	defer generated.Unlock()
+	if b, ok := generated.layers[spec]; ok {
+		return b
+	}
+	if generated.layers == nil {
+		generated.layers = map[layerSpec]*storedBlob{}
+	}
+	b := newBlob(generateLayer(spec))
+	generated.layers[spec] = b
+	return b
+}
+
 // pushImage stores an image of the given layers (generated once per
-// distinct layerSpec and shared between images) under repo:tag and
+// distinct layerSpec and shared between images and registries) under repo:tag and
 // returns its descriptors. repo may contain slashes.
 func (r *benchRegistry) pushImage(t testing.TB, repo, tag string, layers []layerSpec) benchImage {
 	t.Helper()
@@ -250,11 +268,7 @@ func (r *benchRegistry) pushImage(t testing.TB, repo, tag string, layers []layer
 	cfg := imageConfig{Architecture: runtime.GOARCH, OS: "linux", RootFS: imageConfigFS{Type: "layers", DiffIDs: []string{}}}
 	for i, spec := range layers {
 		require.GreaterOrEqual(t, spec.Size, int64(0), "pushImage: layer %d size", i)
-		b, ok := r.layers[spec]
-		if !ok {
-			b = newBlob(generateLayer(spec))
-			r.layers[spec] = b
-		}
+		b := layerBlob(spec)
 		blobs[b.digest.String()] = b
 		img.Layers = append(img.Layers, v1.Descriptor{MediaType: layerMediaType, Size: int64(len(b.data)), Digest: b.digest})
 		cfg.RootFS.DiffIDs = append(cfg.RootFS.DiffIDs, b.digest.String())

@@ -11,47 +11,62 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
+	"testing"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/stretchr/testify/require"
 )
 
-// images are the benchmark's images, pushed once to the shared registry.
+// images are a run's registry and the benchmark's images in it.
 type images struct {
 	reg    *benchRegistry
 	v1, v2 benchImage // v2 shares its first half of layers with v1
 }
 
-var (
-	imagesOnce sync.Once
-	shared     images
-)
+// newImages starts a registry of its own for one run, throttled to
+// bytesPerSecond (0: unthrottled), with v1 and v2 (the layers' bytes are
+// generated once and shared between registries). A run shares nothing with
+// the runs before it or beside it: not the throttle's debt, not a fault
+// window, not the counters.
+func (h *harness) newImages(t *testing.T, bytesPerSecond int64) images {
+	reg := startRegistry(t, registryOptions{BytesPerSecond: bytesPerSecond})
+	l1 := h.layers(1)
+	l2 := h.layers(101)
+	copy(l2, l1[:len(l1)/2]) // the base layers
+	return images{reg: reg, v1: reg.pushImage(t, "bench/app", "v1", l1), v2: reg.pushImage(t, "bench/app", "v2", l2)}
+}
 
-// registry returns the shared, throttled registry with v1 and v2.
-func (h *harness) registry() images {
-	imagesOnce.Do(func() {
-		reg := startRegistry(h.t, registryOptions{BytesPerSecond: int64(h.p.RMiB * mib)})
-		l1 := h.layers(1)
-		l2 := h.layers(101)
-		copy(l2, l1[:len(l1)/2]) // the base layers
-		shared = images{reg: reg, v1: reg.pushImage(h.t, "bench/app", "v1", l1), v2: reg.pushImage(h.t, "bench/app", "v2", l2)}
-	})
-	return shared
+// runSpec says what one run does and where.
+type runSpec struct {
+	mode, scenario string
+	// slot picks the run's block of loopback addresses: runs side by side
+	// have different slots.
+	slot int
+	// storeRoot holds the nodes' stores.
+	storeRoot string
+	// unshaped runs without B and R (the calibration).
+	unshaped bool
+	// sideBySide says other runs share the machine and this process (the
+	// registry's CPU is then not told apart from theirs).
+	sideBySide bool
 }
 
 // run runs one scenario in one mode.
-func (h *harness) run(mode, scenario string) *runResult {
-	t := h.t
-	imgs := h.registry()
-	reg := imgs.reg
+func (h *harness) run(t *testing.T, spec runSpec) *runResult {
+	mode, scenario := spec.mode, spec.scenario
 	p := h.p
+	rate := int64(p.RMiB * mib)
+	if spec.unshaped {
+		rate = 0
+	}
+	imgs := h.newImages(t, rate)
+	reg := imgs.reg
 	img := imgs.v1
 	if scenario == "partial" {
 		img = imgs.v2
 	}
-	res := &runResult{mode: mode, scenario: scenario, n: p.N, sizeMiB: float64(img.Size()) / mib}
+	res := &runResult{mode: mode, scenario: scenario, n: p.N, sizeMiB: float64(img.Size()) / mib, sideBySide: spec.sideBySide}
 	bw := int64(p.BMiB * mib)
 	slow, poisoned := -1, -1
 	kills := map[int]bool{}
@@ -72,12 +87,16 @@ func (h *harness) run(mode, scenario string) *runResult {
 			}
 		}
 	}
-	nodes := h.startNodes(reg, p.N, mode, func(i int) []string {
+	nodes := h.startNodes(t, nodeSet{reg: reg, n: p.N, mode: mode, slot: spec.slot, root: spec.storeRoot,
+		name: mode + "-" + scenario}, func(i int) []string {
 		egress := bw
 		if i == slow {
 			egress = bw / 10 // a slow uploader: hedging must route around it
 		}
-		f := []string{"--ingress", fmt.Sprint(bw), "--egress", fmt.Sprint(egress)}
+		var f []string
+		if !spec.unshaped {
+			f = []string{"--ingress", fmt.Sprint(bw), "--egress", fmt.Sprint(egress)}
+		}
 		if i == poisoned {
 			f = append(f, "--poison")
 		}
@@ -228,10 +247,12 @@ func (h *harness) run(mode, scenario string) *runResult {
 		res.cpuSeconds += nr.cpu
 		res.deliveredBytes += needs[i]
 	}
-	self1, err := readProcSelf()
-	require.NoError(t, err)
-	res.harnessCPU = self1.CPUSeconds - self0.CPUSeconds
-	res.cpuSeconds += res.harnessCPU
+	if !spec.sideBySide {
+		self1, err := readProcSelf()
+		require.NoError(t, err)
+		res.harnessCPU = self1.CPUSeconds - self0.CPUSeconds
+		res.cpuSeconds += res.harnessCPU
+	}
 	st := reg.stats()
 	res.upstreamBytes, res.peakStreams, res.rejected = st.BlobBytes, st.PeakStreams, st.Rejected
 	for _, np := range nodes {
