@@ -100,6 +100,7 @@ type job struct {
 	upProgress    chan struct{}
 	mismatches    int
 	pieceTime     time.Duration // moving average of a piece request's duration
+	lastPiece     time.Time     // when the last piece was stored (or the fetch began)
 	announced     int
 	lastAnnounce  time.Time
 	// announcing is closed when the background progress announcement
@@ -173,6 +174,7 @@ func (f *Fetcher) fetch(ctx context.Context, d v1.Descriptor, o Origin) error {
 		upProgress: make(chan struct{}, 1),
 	}
 	j.upPos.Store(-1)
+	j.lastPiece = time.Now()
 	if b.Verified() {
 		return nil // announced as complete by the trackers' re-announcements
 	}
@@ -565,6 +567,7 @@ func (j *job) handle(ctx context.Context, r result) {
 			return
 		}
 		j.sources[i] = node
+		j.lastPiece = now
 		for _, other := range j.inflight[i] {
 			other.cancel() // the duplicate lost the race
 		}
@@ -587,6 +590,17 @@ func (j *job) handle(ctx context.Context, r result) {
 		h.backoffUntil = now.Add(min(time.Duration(1<<min(h.fails, 4))*250*time.Millisecond, 4*time.Second))
 		j.log.V(2).Info("Piece request failed", "piece", i, "from", node, "err", r.err.Error())
 	}
+}
+
+// stuck reports whether the fetch has requests out and got no piece for
+// StuckAfter, or for four times its usual piece time if that is longer
+// (a slow link makes every piece slow). The holders of what it lacks
+// cannot share it, like a node with a slow uplink that streamed the blob
+// from upstream under its lease (the benchmark's faults scenario: the
+// swarm crept at that node's tenth of a link for two minutes), and
+// upstream is the way out.
+func (j *job) stuck(now time.Time) bool {
+	return j.requests > 0 && now.Sub(j.lastPiece) >= max(j.f.cfg.StuckAfter, 4*j.pieceTime)
 }
 
 // maybeUpstream starts the upstream stream when the mode and the lease
@@ -624,9 +638,13 @@ func (j *job) maybeUpstream(ctx context.Context, bm store.Bitmap, now time.Time)
 		j.startUpstream(ctx)
 		return nil
 	}
-	// Starving: nothing in flight and no holder has a missing piece. Asking
-	// again every leaseRetry is also how a stalled lease moves here.
-	if !j.looked || j.requests > 0 || now.Sub(j.lastLeaseTry) < leaseRetry || j.holdersHaveMissing(bm, now) {
+	// Starving: nothing in flight and no holder has a missing piece, or
+	// only slow holders have. Asking again every leaseRetry is also how a
+	// stalled lease moves here.
+	if !j.looked || now.Sub(j.lastLeaseTry) < leaseRetry {
+		return nil
+	}
+	if starving := j.requests == 0 && !j.holdersHaveMissing(bm, now); !starving && !j.stuck(now) {
 		return nil
 	}
 	// Count this ask as a lease while it is out, so that fetches asking at

@@ -86,6 +86,12 @@ const (
 	// for the nodes that hold none to ask first on a cold start, short
 	// enough not to matter to a node pulling alone.
 	DefaultLeaseDefer = 500 * time.Millisecond
+	// DefaultStuckAfter is how long a fetch with piece requests out may
+	// get no piece before it asks for the upstream lease (see
+	// Config.StuckAfter). It is well past the pieces' tail at the end of
+	// a healthy swarm's run, where a node's last pieces wait a few seconds
+	// on busy holders and a lease would only fetch them twice.
+	DefaultStuckAfter = 10 * time.Second
 	// DefaultBlacklistFor is how long a peer that sent bad data is shunned
 	// (Kraken's 30 s).
 	DefaultBlacklistFor = 30 * time.Second
@@ -139,6 +145,11 @@ type Config struct {
 	// LeaseDefer is how long a fetch defers asking for an upstream lease
 	// per lease its node holds already (DefaultLeaseDefer).
 	LeaseDefer time.Duration
+	// StuckAfter is how long a fetch with piece requests out may get no
+	// piece (or four times its usual piece time, if longer) before it asks
+	// for the upstream lease as if no holder had what it lacks
+	// (DefaultStuckAfter).
+	StuckAfter time.Duration
 	// Registerer receives the metrics; nil registers none.
 	Registerer prometheus.Registerer
 	// Logger is the fetcher's logger (klog.Background() when zero).
@@ -197,6 +208,9 @@ func New(cfg Config) (*Fetcher, error) {
 	}
 	if cfg.Poll <= 0 {
 		cfg.Poll = DefaultPoll
+	}
+	if cfg.StuckAfter <= 0 {
+		cfg.StuckAfter = DefaultStuckAfter
 	}
 	if cfg.AnnounceInterval <= 0 {
 		cfg.AnnounceInterval = DefaultAnnounceInterval

@@ -126,6 +126,9 @@ type nodeOptions struct {
 	mode       swarm.Mode
 	maxUploads int
 	egress     int64 // bytes per second each node uploads; 0 unpaced
+	// egressOf, if set, overrides egress for the named node.
+	egressOf   map[string]int64
+	stuckAfter time.Duration
 	pieceStall time.Duration
 	leaseDefer time.Duration
 }
@@ -164,10 +167,15 @@ func (nd *node) start(t *testing.T, self placement.Member, mf tracker.Membership
 	}
 	nd.client, err = tracker.NewClient(tracker.ClientConfig{Self: self, Members: mf, Local: nd.tracker})
 	require.NoError(t, err)
-	bs, err := blobserver.New(blobserver.Options{Store: nd.store, MaxPeerUploads: o.maxUploads, EgressBytesPerSecond: o.egress})
+	egress := o.egress
+	if e, ok := o.egressOf[nd.name]; ok {
+		egress = e
+	}
+	bs, err := blobserver.New(blobserver.Options{Store: nd.store, MaxPeerUploads: o.maxUploads, EgressBytesPerSecond: egress})
 	require.NoError(t, err)
 	nd.fetcher, err = swarm.New(swarm.Config{Self: nd.name, Store: nd.store, Trackers: nd.client, Upstream: &swarm.Registry{},
-		Mode: o.mode, Poll: 50 * time.Millisecond, AnnounceInterval: 50 * time.Millisecond, PieceStall: o.pieceStall, LeaseDefer: o.leaseDefer, Registerer: nd.reg})
+		Mode: o.mode, Poll: 50 * time.Millisecond, AnnounceInterval: 50 * time.Millisecond, PieceStall: o.pieceStall, LeaseDefer: o.leaseDefer, StuckAfter: o.stuckAfter,
+		Registerer: nd.reg})
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	mux.Handle(tracker.DefaultPathPrefix+"/", nd.tracker.Handler(tracker.DefaultPathPrefix))
@@ -366,6 +374,43 @@ func TestRelayNotBlamedWithinGrace(t *testing.T) {
 	require.Empty(t, later.fetcher.Blacklisted())
 	require.Positive(t, u.sent.Load(), "piece 0 came from upstream")
 	require.Zero(t, later.counter(t, "shoal_agent_swarm_digest_mismatches_total", nil))
+}
+
+// TestSlowOnlyHolderSendsUpstream: the rest of a blob is only on a holder
+// with a slow uplink (a node that streamed it under its lease). Once no
+// piece has come for StuckAfter, the node takes the lease and fetches the
+// rest from upstream instead of creeping along.
+func TestSlowOnlyHolderSendsUpstream(t *testing.T) {
+	u := newUpstream(t, 6<<20, 0)
+	nodes := newSwarm(t, 3, nodeOptions{egressOf: map[string]int64{"node-b": 64 << 10}, stuckAfter: time.Second})
+	fast, slow, later := nodes[0], nodes[1], nodes[2]
+	ps := swarm.PieceSizeFor(u.desc.Size)
+	ctx := context.Background()
+	d := u.desc.Digest.String()
+	// slow holds the blob verified; fast holds its first half.
+	for _, nd := range []*node{slow, fast} {
+		b, err := nd.store.Begin(u.desc.Digest, u.desc.Size, ps)
+		require.NoError(t, err)
+		held := tracker.NewBitmap(b.NumPieces())
+		for i := range b.NumPieces() {
+			if nd == fast && i >= b.NumPieces()/2 {
+				break
+			}
+			require.NoError(t, b.WritePiece(i, u.data[int64(i)*ps:min(int64(i+1)*ps, u.desc.Size)]))
+			held.Set(i)
+		}
+		h := tracker.Holding{Digest: d, Size: u.desc.Size, PieceSize: ps, Pieces: held}
+		if nd == slow {
+			require.NoError(t, b.Commit())
+			h = tracker.Holding{Digest: d, Size: u.desc.Size, Complete: true}
+		}
+		require.NoError(t, b.Close())
+		require.NoError(t, nd.client.Announce(ctx, h))
+	}
+
+	fetchAll(t, []*node{later}, u)
+	require.Equal(t, 1.0, later.counter(t, "shoal_agent_swarm_upstream_leases_total", nil), "no lease taken")
+	require.Positive(t, later.counter(t, "shoal_agent_swarm_pieces_total", map[string]string{"source": "upstream"}))
 }
 
 // TestPieceStall: a holder that answers and then sends nothing is given
