@@ -42,6 +42,7 @@ test: test-unit test-e2e ## Run every test (the README's test command).
 
 test-unit: ## Unit and in-process tests, with the race detector.
 	go test -race -count=1 ./...
+	go test -race -count=1 -tags bench -skip 'Benchmark$$' ./test/bench/p2p/
 
 test-e2e: $(SHOAL_CLUSTER) ## End-to-end suite on a fresh local cluster, torn down afterwards.
 	hack/e2e.sh fresh
