@@ -40,12 +40,7 @@ func TestLimiterLongRunRate(t *testing.T) {
 			}
 			var granted int64
 			for {
-				w := 0
-				for i := range next {
-					if next[i].Before(next[w]) {
-						w = i
-					}
-				}
+				w := earliest(next)
 				now := next[w]
 				if now.After(t0.Add(horizon)) {
 					break
@@ -64,6 +59,18 @@ func TestLimiterLongRunRate(t *testing.T) {
 				"long-run rate %.0f B/s, want %d", got, tc.rate)
 		})
 	}
+}
+
+// earliest returns the index of the earliest of times: the simulated
+// reader that asks next.
+func earliest(times []time.Time) int {
+	w := 0
+	for i := range times {
+		if times[i].Before(times[w]) {
+			w = i
+		}
+	}
+	return w
 }
 
 // TestLimiterAhead runs one WaitNAhead reader that wants a given rate next
@@ -90,12 +97,7 @@ func TestLimiterAhead(t *testing.T) {
 			granted := make([]int64, len(next))
 			waitedAhead := false
 			for {
-				w := 0
-				for i := range next {
-					if next[i].Before(next[w]) {
-						w = i
-					}
-				}
+				w := earliest(next)
 				now := next[w]
 				if now.After(t0.Add(horizon)) {
 					break
