@@ -89,9 +89,8 @@ func (l *Limiter) WaitN(ctx context.Context, n int64) error {
 // WaitNAhead's callers alone use the whole rate, and WaitN's callers get
 // what it leaves. Even then WaitN's callers are slowed, not starved: each
 // gets its n once per burst's worth of time. The swarm reads upstream this
-// way: the registry's one
-// copy is what every other node waits for, and a lease holder's own peer
-// downloads sharing its ingress must not slow it down.
+// way: the registry's one copy is what every other node waits for, and a
+// lease holder's own peer downloads sharing its ingress must not slow it.
 func (l *Limiter) WaitNAhead(ctx context.Context, n int64) error {
 	return l.wait(ctx, n, true)
 }

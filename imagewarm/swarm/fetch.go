@@ -100,7 +100,7 @@ type job struct {
 	upProgress    chan struct{}
 	mismatches    int
 	pieceTime     time.Duration // moving average of a piece request's duration
-	lastPiece     time.Time     // when the last piece was stored (or the fetch began)
+	lastPiece     time.Time     // when a peer's piece was last stored (or the fetch began)
 	announced     int
 	lastAnnounce  time.Time
 	// announcing is closed when the background progress announcement
@@ -172,9 +172,9 @@ func (f *Fetcher) fetch(ctx context.Context, d v1.Descriptor, o Origin) error {
 		upDone:   make(chan error, 1),
 		// A buffer of one: the stream never blocks on telling the loop.
 		upProgress: make(chan struct{}, 1),
+		lastPiece:  time.Now(),
 	}
 	j.upPos.Store(-1)
-	j.lastPiece = time.Now()
 	if b.Verified() {
 		return nil // announced as complete by the trackers' re-announcements
 	}
@@ -483,10 +483,9 @@ func (j *job) get(ctx context.Context, r *request, endpoint string, stall *time.
 
 // readFull fills buf from r, drawing every chunk from the ingress bucket
 // and, if stall is set, pushing it back after each. Upstream reads go
-// ahead of peer reads in the bucket: the registry's copy is what the whole
-// swarm waits for, so a lease holder's own piece downloads must not take
-// its ingress (one lease holder of two, fetching the rest of the image from
-// peers, streamed upstream at a fifth of its link instead of half).
+// ahead of peer reads (Limiter.WaitNAhead): in the benchmark, a lease
+// holder fetching the rest of the image from peers streamed upstream at a
+// fifth of its link instead of half.
 func (j *job) readFull(ctx context.Context, r io.Reader, buf []byte, stall *time.Timer, upstream bool) error {
 	for off := 0; off < len(buf); {
 		n := min(len(buf)-off, readChunk)
@@ -638,9 +637,9 @@ func (j *job) maybeUpstream(ctx context.Context, bm store.Bitmap, now time.Time)
 		j.startUpstream(ctx)
 		return nil
 	}
-	// Starving: nothing in flight and no holder has a missing piece, or
-	// only slow holders have. Asking again every leaseRetry is also how a
-	// stalled lease moves here.
+	// Starving (nothing in flight and no holder has a missing piece) or
+	// stuck. Asking again every leaseRetry is also how a stalled lease
+	// moves here.
 	if !j.looked || now.Sub(j.lastLeaseTry) < leaseRetry {
 		return nil
 	}

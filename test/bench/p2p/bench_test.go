@@ -187,7 +187,8 @@ func (h *harness) calibrate(t *testing.T) {
 	require.Empty(t, r.failed)
 	h.tMin = r.tAll
 	h.cpuPerGiB = r.cpuSeconds / (float64(r.deliveredBytes) / (1 << 30))
-	tStar := float64(h.p.SizeMiB) / math.Min(h.p.BMiB, h.p.RMiB)
+	size := int64(h.p.SizeMiB) * mib
+	tStar := h.tStar(size, size)
 	fmt.Printf("calibration: %d unshaped swarm nodes warm %d MiB each in T_min = %.1f s at %.0f%% of the cores, %.2f CPU-s per GiB delivered\n",
 		h.p.N, h.p.SizeMiB, h.tMin, r.cpuUse()*100, h.cpuPerGiB)
 	verdict := "network-bound (T_min <= T*/2: the machine needs at most half of the run at its fastest)"
