@@ -6,12 +6,20 @@ export KUBE_VERSION ETCD_VERSION
 
 SHELL := /usr/bin/env bash
 CACHE := $(CURDIR)/.cache
-# Build and module caches live under the ignored .cache dir so a CI run can
-# keep them between runs; -modcacherw keeps `rm -rf .cache` working.
-export GOCACHE ?= $(CACHE)/go-build
-export GOMODCACHE ?= $(CACHE)/go-mod
-export GOFLAGS := $(strip $(GOFLAGS) -modcacherw)
+# Go's own build and module caches (or the user's GOCACHE/GOMODCACHE) and
+# the machine-level Shoal cache (test/cluster.MachineCacheDir: the
+# Kubernetes and etcd binaries) outlive the checkout, so a fresh clone on a
+# warm machine rebuilds nothing. .cache/ in the checkout holds only this
+# checkout's cluster state, logs and test results.
+#
+# One set of compile flags for every go command (vet, staticcheck, build,
+# the images): the same package is then compiled once per platform, not
+# once per command. -race (unit tests) is the only other configuration.
+export GOFLAGS := $(strip $(GOFLAGS) -trimpath -buildvcs=false)
 export PATH := $(PATH):/usr/local/go/bin
+SHOAL_CACHE_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/shoal
+export SHOAL_CACHE_DIR
+STAGE := hack/stage.sh
 
 PLATFORMS ?= linux/amd64 linux/arm64 linux/arm/v7
 BIN := $(CURDIR)/bin
@@ -21,30 +29,27 @@ SHOAL_CLUSTER := $(CACHE)/bin/shoal-cluster
 SHOAL_REGISTRY ?= 172.31.250.1:5000
 IMAGE_TAG ?= dev
 
-.PHONY: help build test test-unit test-e2e e2e e2e-kind verify generate up clean \
+.PHONY: help build test test-unit test-e2e e2e e2e-kind verify generate up clean clean-cache \
 	cluster-up cluster-down cluster-env images deploy bench-nodework bench-imagepull bench-p2p bench-agent bench-crr $(SHOAL_CLUSTER)
 
 help: ## List the targets.
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
 
 build: ## Compile everything for linux/amd64, arm64 and arm/v7 (CGO off); binaries of cmd/ land in bin/<os>-<arch>/.
 	@set -e; for p in $(PLATFORMS); do \
 	  os=$${p%%/*}; rest=$${p#*/}; arch=$${rest%%/*}; variant=$${rest#$$arch}; variant=$${variant#/}; \
-	  echo "build $$p"; \
-	  env CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch GOARM=$${variant#v} go build ./...; \
-	  if [ -d cmd ]; then \
-	    env CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch GOARM=$${variant#v} \
-	      go build -trimpath -o $(BIN)/$$os-$$arch$${variant:+-$$variant}/ ./cmd/...; \
-	  fi; \
+	  $(STAGE) "build $$p" env CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch GOARM=$${variant#v} \
+	    bash -c 'go build ./... && go build -ldflags="-s -w" -o "$$1" ./cmd/...' - \
+	    $(BIN)/$$os-$$arch$${variant:+-$$variant}/; \
 	done
 
 test: test-unit test-e2e ## Run every test (the README's test command).
 
-test-unit: ## Unit and in-process tests, with the race detector.
-	go test -race -count=1 ./...
-	go test -race -count=1 -tags bench -skip 'Benchmark$$' ./test/bench/p2p/
+test-unit: ## Unit and in-process tests, with the race detector (results in .cache/test-results/).
+	$(STAGE) unit hack/gotest.sh unit -race -count=1 ./...
+	$(STAGE) "unit (bench tag)" hack/gotest.sh unit-bench -race -count=1 -tags bench -skip 'Benchmark$$' ./test/bench/p2p/
 
-test-e2e: $(SHOAL_CLUSTER) ## End-to-end suite on a fresh local cluster, torn down afterwards.
+test-e2e: $(SHOAL_CLUSTER) ## End-to-end suite on a fresh local cluster, torn down afterwards and checked.
 	hack/e2e.sh fresh
 
 e2e: $(SHOAL_CLUSTER) ## End-to-end suite against the running local cluster (starts it if needed).
@@ -66,7 +71,7 @@ cluster-env: $(SHOAL_CLUSTER) ## Print export lines for the local cluster: eval 
 	@$(SHOAL_CLUSTER) env
 
 verify: ## gofmt, vet, staticcheck, generated code up to date, go mod tidy, one Kubernetes version.
-	hack/verify.sh
+	$(STAGE) verify hack/verify.sh
 
 generate: ## Regenerate deepcopy, clientset, listers, informers and CRDs from protocol/apis.
 	hack/update-codegen.sh
@@ -95,5 +100,10 @@ bench-agent: ## Idle RSS and CPU of the agents on the running local cluster (60 
 up: $(SHOAL_CLUSTER) ## Bring up the local cluster with Shoal installed and run its main job.
 	hack/up.sh
 
-clean: ## Remove build outputs and caches.
+clean: ## Remove what this checkout built: bin/ and .cache/ (cluster state, logs, test results).
 	rm -rf $(BIN) $(CACHE)
+
+clean-cache: ## Remove the machine-level caches a run fills: Shoal's (Kubernetes, etcd), Go's build and module caches, staticcheck's.
+	rm -rf "$(SHOAL_CACHE_DIR)"
+	go clean -cache -modcache
+	rm -rf "$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/staticcheck"

@@ -6,9 +6,6 @@
 # (make up); SHOAL_BENCH_CRRS=N times N requests instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export GOCACHE=${GOCACHE:-$PWD/.cache/go-build}
-export GOMODCACHE=${GOMODCACHE:-$PWD/.cache/go-mod}
-export GOFLAGS="${GOFLAGS:-} -modcacherw"
 export PATH=$PATH:/usr/local/go/bin
 eval "$(.cache/bin/shoal-cluster env)"
 exec go test -tags bench -run TestCRRBenchmark -count=1 -timeout "${TIMEOUT:-20m}" -v ./test/bench/crr/ "$@"

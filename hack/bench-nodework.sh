@@ -18,9 +18,6 @@
 # Extra arguments go to `go test`, e.g. `-args -agents=500`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export GOCACHE=${GOCACHE:-$PWD/.cache/go-build}
-export GOMODCACHE=${GOMODCACHE:-$PWD/.cache/go-mod}
-export GOFLAGS="${GOFLAGS:-} -modcacherw"
 export PATH=$PATH:/usr/local/go/bin
 # 1,000 streams are 2,000 sockets plus 1,000 state-dir locks; the test raises
 # its soft limit to the hard one, so make the hard one generous if we may.

@@ -17,7 +17,6 @@
 #   P2P_OUT (default .cache/bench-p2p: plots, node logs, bench.log)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export GOCACHE=${GOCACHE:-$PWD/.cache/go-build} GOMODCACHE=${GOMODCACHE:-$PWD/.cache/go-mod} GOFLAGS=${GOFLAGS:--modcacherw}
 export P2P_OUT=${P2P_OUT:-$PWD/.cache/bench-p2p}
 mkdir -p "$P2P_OUT"
 echo "bench-p2p: output in $P2P_OUT (bench.log, cdf-*.png, logs/)"

@@ -21,9 +21,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
-export GOCACHE=${GOCACHE:-$root/.cache/go-build}
-export GOMODCACHE=${GOMODCACHE:-$root/.cache/go-mod}
-case " ${GOFLAGS:-} " in *" -modcacherw "*) ;; *) export GOFLAGS="${GOFLAGS:+$GOFLAGS }-modcacherw" ;; esac
 export PATH=$PATH:/usr/local/go/bin
 
 registry=${SHOAL_REGISTRY:-172.31.250.1:5000}

@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Runs the end-to-end suite (test/e2e) against the local cluster.
 #   hack/e2e.sh         use the running cluster, starting it if needed
-#   hack/e2e.sh fresh   start from nothing, tear down afterwards (even on
-#                       failure), then prove a full up/down cycle leaves
-#                       nothing behind (what `make test` and CI do)
+#   hack/e2e.sh fresh   start from nothing, and afterwards take the same
+#                       cluster down and prove nothing is left behind
+#                       (what `make test` and CI do); the cluster is taken
+#                       down on failure too
+# Each part is a stage of hack/stage.sh (cluster-up, deploy, e2e, teardown
+# check). Test results (JSON and verbose logs) land in .cache/test-results/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sc=.cache/bin/shoal-cluster
+stage=hack/stage.sh
 fresh=${1:-}
 mkdir -p .cache
 
@@ -14,31 +18,22 @@ if [ "$fresh" = fresh ]; then
   "$sc" down
   trap '"$sc" down' EXIT
 fi
-"$sc" up --nodes "${NODES:-3}"
+$stage cluster-up "$sc" up --nodes "${NODES:-3}"
 env_lines=$("$sc" env)
 eval "$env_lines"
 # Shoal from deploy/, built for this machine only, with the test-only noop
 # work source switched on for the backbone tests.
-SHOAL_TEST_WORK=1 SHOAL_PLATFORMS="linux/$(go env GOARCH)" hack/deploy.sh
+SHOAL_TEST_WORK=1 SHOAL_PLATFORMS="linux/$(go env GOARCH)" $stage "images and deploy" hack/deploy.sh
 export SHOAL_E2E_ARTIFACTS=${SHOAL_E2E_ARTIFACTS:-$PWD/.cache/e2e-artifacts}
 
-suite() { # package, log
-  set +e
-  go test -tags e2e -count=1 -timeout 30m -v "$1" > "$2" 2>&1
-  local rc=$?
-  set -e
-  grep -E '^(--- |PASS|FAIL|ok )|^\s+--- |\.go:[0-9]+: .*(after|Ready|served)' "$2" || true
-  if [ $rc != 0 ]; then
-    tail -60 "$2"
-    echo "e2e failed; artifacts in $SHOAL_E2E_ARTIFACTS, full log $2" >&2
-    exit $rc
-  fi
-}
-suite ./test/e2e/... .cache/e2e.log
+# The parallel group runs up to E2E_PARALLEL tests at once (test/e2e/README.md);
+# the fault tests run after it, one at a time (TestMain orders them).
+$stage e2e hack/gotest.sh e2e -tags e2e -count=1 -timeout 40m -parallel "${E2E_PARALLEL:-8}" ./test/e2e/... ||
+  { echo "e2e failed; artifacts in $SHOAL_E2E_ARTIFACTS, verbose log .cache/test-results/e2e.log" >&2; exit 1; }
 
 if [ "$fresh" = fresh ]; then
-  # The EXIT trap stays: if the teardown test dies without its cleanup, the
-  # trap still takes its cluster down.
-  "$sc" down
-  suite ./test/cluster/ .cache/e2e-teardown.log
+  # The teardown check adopts the suite's cluster, takes it down and checks
+  # the machine itself; the EXIT trap stays in case it dies before that.
+  SHOAL_TEARDOWN_RUNNING_CLUSTER=1 $stage "teardown check" \
+    hack/gotest.sh teardown -tags e2e -count=1 -timeout 15m -run TestDownLeavesNothing ./test/cluster/
 fi

@@ -3,6 +3,8 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,25 +18,55 @@ import (
 // KubeBinaries are the Kubernetes programs the cluster runs.
 var KubeBinaries = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "kubectl"}
 
-// EnsureBinaries builds the Kubernetes binaries and etcd from the Go module
-// proxy unless they are already cached for the configured versions, and
-// installs kubectl at Config.Kubectl. Progress goes to log.
-func EnsureBinaries(ctx context.Context, cfg *Config, log io.Writer) error {
-	var missing []string
-	for _, b := range KubeBinaries {
-		if !executable(filepath.Join(cfg.BinDir(), b)) {
-			missing = append(missing, b)
-		}
+// buildEnv is the environment both builds add to the user's.
+var buildEnv = []string{"CGO_ENABLED=0"}
+
+// kubeLdflags are the linker flags of the Kubernetes build: stripped, with
+// the version stamped in (without it the binaries report v0.0.0-master).
+func kubeLdflags(cfg *Config) string {
+	ldflags := []string{"-s", "-w"}
+	minor := strings.SplitN(cfg.KubeVersion, ".", 3)[1]
+	for _, pkg := range []string{"k8s.io/component-base/version", "k8s.io/client-go/pkg/version"} {
+		ldflags = append(ldflags,
+			"-X", pkg+".gitVersion=v"+cfg.KubeVersion,
+			"-X", pkg+".gitMajor=1",
+			"-X", pkg+".gitMinor="+minor,
+			"-X", pkg+".gitTreeState=clean")
 	}
-	if len(missing) > 0 {
-		_, _ = fmt.Fprintf(log, "building Kubernetes v%s (%s) from the module proxy; the first build takes several minutes\n",
-			cfg.KubeVersion, strings.Join(missing, ", "))
-		if err := buildKube(ctx, cfg, missing, log); err != nil {
+	return strings.Join(ldflags, " ")
+}
+
+// etcdLdflags are the linker flags of the etcd build.
+const etcdLdflags = "-s -w"
+
+// kubeBuildKey and etcdBuildKey name a build's cache directory together
+// with the version: a change of flags, environment or binary list builds
+// into a new directory instead of reusing binaries built another way.
+func kubeBuildKey(cfg *Config) string {
+	return buildKey(kubeLdflags(cfg), strings.Join(buildEnv, " "), strings.Join(KubeBinaries, " "))
+}
+
+func etcdBuildKey() string { return buildKey(etcdLdflags, strings.Join(buildEnv, " ")) }
+
+func buildKey(parts ...string) string {
+	sum := sha256.Sum256([]byte(strings.Join(parts, "\n")))
+	return hex.EncodeToString(sum[:4])
+}
+
+// EnsureBinaries builds the Kubernetes binaries and etcd from the Go module
+// proxy unless the machine-level cache (MachineCacheDir) already holds them
+// for the configured versions and flags, and installs kubectl at
+// Config.Kubectl. Progress goes to log.
+func EnsureBinaries(ctx context.Context, cfg *Config, log io.Writer) error {
+	if !allExecutable(cfg.BinDir(), KubeBinaries) {
+		_, _ = fmt.Fprintf(log, "building Kubernetes v%s into %s from the module proxy; the first build takes several minutes\n",
+			cfg.KubeVersion, cfg.BinDir())
+		if err := buildKube(ctx, cfg, log); err != nil {
 			return err
 		}
 	}
 	if !executable(cfg.EtcdBinary()) {
-		_, _ = fmt.Fprintf(log, "building etcd v%s from the module proxy\n", cfg.EtcdVersion)
+		_, _ = fmt.Fprintf(log, "building etcd v%s into %s from the module proxy\n", cfg.EtcdVersion, filepath.Dir(cfg.EtcdBinary()))
 		if err := buildEtcd(ctx, cfg, log); err != nil {
 			return err
 		}
@@ -46,8 +78,8 @@ func EnsureBinaries(ctx context.Context, cfg *Config, log io.Writer) error {
 // kubernetes module replaces its staging modules with local paths, which
 // the module proxy cannot serve; the throwaway module replaces each of them
 // with its published v0.<minor>.<patch> instead.
-func buildKube(ctx context.Context, cfg *Config, cmds []string, log io.Writer) error {
-	dir := filepath.Join(cfg.CacheDir(), "cluster", "build", "k8s-v"+cfg.KubeVersion)
+func buildKube(ctx context.Context, cfg *Config, log io.Writer) error {
+	dir := filepath.Join(MachineCacheDir(), "build", "k8s-v"+cfg.KubeVersion)
 	kubeDir, err := moduleDir(ctx, dir, "k8s.io/kubernetes@v"+cfg.KubeVersion)
 	if err != nil {
 		return err
@@ -69,8 +101,10 @@ func buildKube(ctx context.Context, cfg *Config, cmds []string, log io.Writer) e
 	mod.WriteString(")\n")
 	var imports strings.Builder
 	imports.WriteString("//go:build tools\n\npackage tools\n\nimport (\n")
+	var pkgs []string
 	for _, c := range KubeBinaries {
 		fmt.Fprintf(&imports, "\t_ %q\n", "k8s.io/kubernetes/cmd/"+c)
+		pkgs = append(pkgs, "k8s.io/kubernetes/cmd/"+c)
 	}
 	imports.WriteString(")\n")
 	if err := writeModule(dir, mod.String(), imports.String()); err != nil {
@@ -79,52 +113,20 @@ func buildKube(ctx context.Context, cfg *Config, cmds []string, log io.Writer) e
 	if err := goCmd(ctx, dir, log, nil, "mod", "tidy"); err != nil {
 		return err
 	}
-	ldflags := []string{"-s", "-w"}
-	minor := strings.SplitN(cfg.KubeVersion, ".", 3)[1]
-	for _, pkg := range []string{"k8s.io/component-base/version", "k8s.io/client-go/pkg/version"} {
-		ldflags = append(ldflags,
-			"-X", pkg+".gitVersion=v"+cfg.KubeVersion,
-			"-X", pkg+".gitMajor=1",
-			"-X", pkg+".gitMinor="+minor,
-			"-X", pkg+".gitTreeState=clean")
-	}
-	var want []string
-	for _, c := range cmds {
-		want = append(want, "k8s.io/kubernetes/cmd/"+c)
-	}
-	// Build next to the cache and move into it only when complete, so that
-	// an interrupted build never leaves a truncated binary behind.
-	tmp := cfg.BinDir() + ".tmp"
-	if err := os.RemoveAll(tmp); err != nil {
-		return fmt.Errorf("clear %s: %w", tmp, err)
-	}
-	args := append([]string{"build", "-trimpath", "-ldflags", strings.Join(ldflags, " "), "-o", tmp + "/"}, want...)
-	if err := goCmd(ctx, dir, log, []string{"CGO_ENABLED=0"}, args...); err != nil {
-		return err
-	}
-	for _, c := range cmds {
-		if c != "kubectl" { // the kube-* daemons answer --version
-			if err := checkVersion(ctx, filepath.Join(tmp, c), "v"+cfg.KubeVersion); err != nil {
-				return err
-			}
-			break
+	return buildInto(cfg.BinDir(), func(tmp string) error {
+		args := append([]string{"build", "-trimpath", "-ldflags", kubeLdflags(cfg), "-o", tmp + "/"}, pkgs...)
+		if err := goCmd(ctx, dir, log, buildEnv, args...); err != nil {
+			return err
 		}
-	}
-	if err := os.MkdirAll(cfg.BinDir(), 0o755); err != nil {
-		return fmt.Errorf("create %s: %w", cfg.BinDir(), err)
-	}
-	for _, c := range cmds {
-		if err := os.Rename(filepath.Join(tmp, c), filepath.Join(cfg.BinDir(), c)); err != nil {
-			return fmt.Errorf("install %s: %w", c, err)
-		}
-	}
-	return os.RemoveAll(tmp)
+		// The kube-* daemons answer --version.
+		return checkVersion(ctx, filepath.Join(tmp, "kube-apiserver"), "v"+cfg.KubeVersion)
+	})
 }
 
 // buildEtcd builds etcd's server module (its main package is the etcd
 // binary) in a throwaway module.
 func buildEtcd(ctx context.Context, cfg *Config, log io.Writer) error {
-	dir := filepath.Join(cfg.CacheDir(), "cluster", "build", "etcd-v"+cfg.EtcdVersion)
+	dir := filepath.Join(MachineCacheDir(), "build", "etcd-v"+cfg.EtcdVersion)
 	mod := fmt.Sprintf("module shoal.local/etcdbuild\n\ngo 1.26\n\nrequire go.etcd.io/etcd/server/v3 v%s\n", cfg.EtcdVersion)
 	imports := "//go:build tools\n\npackage tools\n\nimport _ \"go.etcd.io/etcd/server/v3\"\n"
 	if err := writeModule(dir, mod, imports); err != nil {
@@ -133,15 +135,48 @@ func buildEtcd(ctx context.Context, cfg *Config, log io.Writer) error {
 	if err := goCmd(ctx, dir, log, nil, "mod", "tidy"); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(cfg.EtcdBinary()), 0o755); err != nil {
-		return fmt.Errorf("create etcd bin dir: %w", err)
+	return buildInto(filepath.Dir(cfg.EtcdBinary()), func(tmp string) error {
+		return goCmd(ctx, dir, log, buildEnv, "build", "-trimpath", "-ldflags", etcdLdflags,
+			"-o", filepath.Join(tmp, "etcd"), "go.etcd.io/etcd/server/v3")
+	})
+}
+
+// buildInto fills the directory final atomically: build writes into a
+// fresh temporary directory next to it, which is renamed to final only
+// when build succeeded. An interrupted or failed build never leaves a
+// half-filled final directory; when another build finished first, its
+// result is kept and this one dropped.
+func buildInto(final string, build func(tmp string) error) error {
+	if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", filepath.Dir(final), err)
 	}
-	tmp := cfg.EtcdBinary() + ".tmp"
-	if err := goCmd(ctx, dir, log, []string{"CGO_ENABLED=0"}, "build", "-trimpath", "-ldflags", "-s -w",
-		"-o", tmp, "go.etcd.io/etcd/server/v3"); err != nil {
+	tmp, err := os.MkdirTemp(filepath.Dir(final), filepath.Base(final)+".tmp-")
+	if err != nil {
+		return fmt.Errorf("build into %s: %w", final, err)
+	}
+	defer func() { _ = os.RemoveAll(tmp) }()
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return fmt.Errorf("build into %s: %w", final, err)
+	}
+	if err := build(tmp); err != nil {
 		return err
 	}
-	return os.Rename(tmp, cfg.EtcdBinary())
+	if err := os.Rename(tmp, final); err != nil {
+		if _, statErr := os.Stat(final); statErr == nil {
+			return nil // another build got there first
+		}
+		return fmt.Errorf("install %s: %w", final, err)
+	}
+	return nil
+}
+
+func allExecutable(dir string, names []string) bool {
+	for _, n := range names {
+		if !executable(filepath.Join(dir, n)) {
+			return false
+		}
+	}
+	return true
 }
 
 func writeModule(dir, gomod, tools string) error {

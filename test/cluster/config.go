@@ -41,7 +41,8 @@ var (
 
 // Config says where the cluster lives and how big it is.
 type Config struct {
-	// Root is the repository root; all state is under Root/.cache.
+	// Root is the repository root; the cluster's state is under Root/.cache,
+	// the binaries it runs under MachineCacheDir.
 	Root string
 	// Nodes is the number of worker nodes.
 	Nodes int
@@ -81,14 +82,33 @@ func FindRoot(dir string) (string, error) {
 // CacheDir holds everything the cluster builds and runs (ignored by git).
 func (c *Config) CacheDir() string { return filepath.Join(c.Root, ".cache") }
 
-// BinDir holds the Kubernetes binaries of KubeVersion.
-func (c *Config) BinDir() string {
-	return filepath.Join(c.CacheDir(), "cluster", "bin-v"+c.KubeVersion)
+// MachineCacheDir holds what is built once per machine and shared by every
+// checkout: the Kubernetes and etcd binaries. It is $SHOAL_CACHE_DIR if
+// set, else $XDG_CACHE_HOME/shoal, else ~/.cache/shoal. `make clean-cache`
+// removes it.
+func MachineCacheDir() string {
+	if d := os.Getenv("SHOAL_CACHE_DIR"); d != "" {
+		return d
+	}
+	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
+		return filepath.Join(d, "shoal")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".cache", "shoal")
+	}
+	return filepath.Join(os.TempDir(), "shoal-cache")
 }
 
-// EtcdBinary is the etcd binary of EtcdVersion.
+// BinDir holds the Kubernetes binaries of KubeVersion, in the machine-level
+// cache, keyed by the version and the build flags (kubeBuildKey).
+func (c *Config) BinDir() string {
+	return filepath.Join(MachineCacheDir(), "kube-v"+c.KubeVersion+"-"+kubeBuildKey(c))
+}
+
+// EtcdBinary is the etcd binary of EtcdVersion, in the machine-level cache,
+// keyed by the version and the build flags (etcdBuildKey).
 func (c *Config) EtcdBinary() string {
-	return filepath.Join(c.CacheDir(), "cluster", "bin-etcd-v"+c.EtcdVersion, "etcd")
+	return filepath.Join(MachineCacheDir(), "etcd-v"+c.EtcdVersion+"-"+etcdBuildKey(), "etcd")
 }
 
 // StateDir holds the running cluster: PKI, etcd data, node dirs, logs.

@@ -24,7 +24,12 @@ import (
 // it down, and then checks the machine with its own eyes (not through
 // cluster.Leftovers): no process, mount, network namespace, link, cgroup or
 // state directory of the cluster remains. It needs root and the
-// shoal-cluster binary (make builds it); run it when no cluster is up.
+// shoal-cluster binary (make builds it).
+//
+// By default it runs when no cluster is up and brings up one of its own.
+// With SHOAL_TEARDOWN_RUNNING_CLUSTER=1 it adopts the running cluster
+// instead and takes that one down: hack/e2e.sh fresh does so after the e2e
+// suite, so a CI run pays for one cluster bring-up, not two.
 func TestDownLeavesNothing(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: the local cluster uses namespaces, mounts and cgroups")
@@ -37,15 +42,24 @@ func TestDownLeavesNothing(t *testing.T) {
 	if _, err := os.Stat(self); err != nil {
 		t.Skipf("%s is missing: run make cluster-up once", self)
 	}
-	cfg, err := cluster.LoadConfig(root, 2)
-	require.NoError(t, err)
-	if cluster.Healthy(t.Context(), cfg) == nil {
-		t.Skip("a cluster is running; this test takes one up and down itself")
-	}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
 
-	require.NoError(t, cluster.Up(ctx, cfg, self, testWriter{t}))
+	cfg, err := cluster.LoadConfig(root, 2)
+	require.NoError(t, err)
+	if os.Getenv("SHOAL_TEARDOWN_RUNNING_CLUSTER") == "1" {
+		nodes, err := os.ReadDir(filepath.Join(cfg.StateDir(), "nodes"))
+		require.NoError(t, err, "SHOAL_TEARDOWN_RUNNING_CLUSTER=1 but no cluster state")
+		cfg, err = cluster.LoadConfig(root, len(nodes))
+		require.NoError(t, err)
+		require.NoError(t, cluster.Healthy(ctx, cfg), "SHOAL_TEARDOWN_RUNNING_CLUSTER=1 but the cluster is not healthy")
+		t.Logf("adopting the running %d-node cluster", len(nodes))
+	} else {
+		if cluster.Healthy(t.Context(), cfg) == nil {
+			t.Skip("a cluster is running; this test takes one up and down itself (or set SHOAL_TEARDOWN_RUNNING_CLUSTER=1)")
+		}
+		require.NoError(t, cluster.Up(ctx, cfg, self, testWriter{t}))
+	}
 	t.Cleanup(func() { _ = cluster.Down(context.Background(), cfg, testWriter{t}) })
 	runPodsOnEveryNode(ctx, t, cfg)
 
