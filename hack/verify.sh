@@ -5,7 +5,13 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 fail=0
-step() { echo "--- $*"; }
+# Each step prints its name, and the seconds the previous step took.
+step_name= step_start=
+step() {
+  [ -z "$step_name" ] || echo "    ($step_name: $(($(date +%s) - step_start))s)"
+  step_name=$* step_start=$(date +%s)
+  [ $# = 0 ] || echo "--- $*"
+}
 bad() { echo "FAIL: $*" >&2; fail=1; }
 
 step gofmt
@@ -72,5 +78,6 @@ else
   echo "no release tag with protocol/nodework yet: nothing to compare against"
 fi
 
+step
 [ $fail = 0 ] && echo "verify: ok"
 exit $fail
