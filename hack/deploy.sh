@@ -13,7 +13,8 @@
 #                          (default linux/amd64 linux/arm64 linux/arm/v7)
 #   SHOAL_DEPLOY_TIMEOUT   seconds to wait for the rollout (default 180)
 #   SHOAL_MIRROR_REGISTRIES  the agents' --mirror-registries (default _default plus
-#                          the plain-HTTP test registry 172.31.250.1:5001)
+#                          the plain-HTTP test registries 172.31.250.1:5001-5006,
+#                          test/cluster's TestRegistries)
 #   SHOAL_BUILD_FLAGS      more flags for hack/build-images (e.g. --src DIR)
 #   KUBECONFIG             default .cache/cluster/kubeconfig
 #   KUBECTL                default .cache/bin/kubectl, else kubectl on PATH
@@ -43,6 +44,14 @@ first=${KUBECONFIG%%:*}
 "$kubectl" version --request-timeout=10s >/dev/null 2>&1 ||
   die "the cluster of $KUBECONFIG does not answer: start it (make cluster-up) or set KUBECONFIG"
 
+mirrors=${SHOAL_MIRROR_REGISTRIES:-}
+if [ -z "$mirrors" ]; then
+  mirrors=_default
+  for port in 5001 5002 5003 5004 5005 5006; do # test/cluster's TestRegistries
+    mirrors="$mirrors,172.31.250.1:$port=http://172.31.250.1:$port"
+  done
+fi
+
 log "build and push images to $registry (tag $tag; $platforms)"
 # shellcheck disable=SC2086 # SHOAL_BUILD_FLAGS is a list of flags
 go run ./hack/build-images --registry "$registry" --tag "$tag" --platforms "$platforms" \
@@ -71,13 +80,13 @@ mkdir -p "$overlay"
   done <"$images"
   [ "$n" = 2 ] || die "$images names $n of shoal-agent and shoal-coordinator, want both"
   echo "patches:"
-  # The local cluster's test registry (plain HTTP, served by the e2e tests
-  # and make up) is mirrored through the agents too.
+  # The local cluster's test registries (plain HTTP, served by the e2e
+  # tests and make up) are mirrored through the agents too.
   echo "- target: {kind: DaemonSet, name: shoal-agent}"
   echo "  patch: |-"
   echo "    - op: add"
   echo "      path: /spec/template/spec/containers/0/args"
-  echo "      value: [\"--mirror-registries=${SHOAL_MIRROR_REGISTRIES:-_default,172.31.250.1:5001=http://172.31.250.1:5001}\"]"
+  echo "      value: [\"--mirror-registries=$mirrors\"]"
   if [ "${SHOAL_TEST_WORK:-}" = 1 ]; then
     # e2e only: the coordinator turns labelled ConfigMaps into noop work.
     echo "- target: {kind: Deployment, name: shoal-coordinator}"

@@ -6,7 +6,8 @@
 #                       (what `make test` and CI do); the cluster is taken
 #                       down on failure too
 # Each part is a stage of hack/stage.sh (cluster-up, deploy, e2e, teardown
-# check). Test results (JSON and verbose logs) land in .cache/test-results/.
+# check).
+# Test results (JSON and verbose logs) land in .cache/test-results/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sc=.cache/bin/shoal-cluster
@@ -26,10 +27,16 @@ eval "$env_lines"
 SHOAL_TEST_WORK=1 SHOAL_PLATFORMS="linux/$(go env GOARCH)" $stage "images and deploy" hack/deploy.sh
 export SHOAL_E2E_ARTIFACTS=${SHOAL_E2E_ARTIFACTS:-$PWD/.cache/e2e-artifacts}
 
-# The parallel group runs up to E2E_PARALLEL tests at once (test/e2e/README.md);
-# the fault tests run after it, one at a time (TestMain orders them).
-$stage e2e hack/gotest.sh e2e -tags e2e -count=1 -timeout 40m -parallel "${E2E_PARALLEL:-8}" ./test/e2e/... ||
-  { echo "e2e failed; artifacts in $SHOAL_E2E_ARTIFACTS, verbose log .cache/test-results/e2e.log" >&2; exit 1; }
+# Two groups (test/e2e/groups_test.go): the parallel group, up to
+# E2E_PARALLEL tests at once, then the serial group (faults), one at a time.
+# The framework's own tests (./test/e2e/framework) run with the first.
+e2e_group() { # group packages
+  SHOAL_E2E_GROUP=$1 $stage "e2e $1" hack/gotest.sh "e2e-$1" -tags e2e -count=1 -timeout 30m \
+    -parallel "${E2E_PARALLEL:-8}" "$2" ||
+    { echo "e2e ($1 group) failed; artifacts in $SHOAL_E2E_ARTIFACTS, verbose log .cache/test-results/e2e-$1.log" >&2; exit 1; }
+}
+e2e_group parallel ./test/e2e/...
+e2e_group serial ./test/e2e/
 
 if [ "$fresh" = fresh ]; then
   # The teardown check adopts the suite's cluster, takes it down and checks

@@ -23,11 +23,15 @@ const (
 	ClusterCIDR   = "10.244.0.0/16"
 	APIServerPort = 6443
 	RegistryPort  = 5000
-	// TestRegistryPort is a second registry port on the bridge that every
-	// node's containerd trusts (plain HTTP) but that the harness does not
-	// serve: an e2e test serves its own registry there when it needs one
-	// (authentication, throttling, failures, counters).
+	// TestRegistryPort is the first of TestRegistryPorts registry ports on
+	// the bridge that every node's containerd trusts (plain HTTP) but that
+	// the harness does not serve: an e2e test serves its own registry on
+	// one of them when it needs one (authentication, throttling, failures,
+	// counters), so that several such tests can run at once.
 	TestRegistryPort = 5001
+	// TestRegistryPorts is the number of test registry ports, from
+	// TestRegistryPort on.
+	TestRegistryPorts = 6
 	// NodePrefix names the nodes: shoal-worker-1, shoal-worker-2, ...
 	NodePrefix = "shoal-worker-"
 )
@@ -167,10 +171,20 @@ func Zone(i int) string { return "zone-" + string(rune('a'+(i-1)%3)) }
 // Registry is the registry address every node, pod and the host resolve.
 func Registry() string { return fmt.Sprintf("%s:%d", BridgeIP, RegistryPort) }
 
-// TestRegistry is the address of the registry tests serve themselves
-// (TestRegistryPort on the bridge). Nodes pull from it over plain HTTP;
-// nothing listens there unless a test does.
+// TestRegistry is the address of the first registry tests serve
+// themselves (TestRegistryPort on the bridge). Nodes pull from it over
+// plain HTTP; nothing listens there unless a test does.
 func TestRegistry() string { return fmt.Sprintf("%s:%d", BridgeIP, TestRegistryPort) }
+
+// TestRegistries are the addresses of all the test registry ports
+// (TestRegistryPorts of them, from TestRegistry() on).
+func TestRegistries() []string {
+	out := make([]string, TestRegistryPorts)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s:%d", BridgeIP, TestRegistryPort+i)
+	}
+	return out
+}
 
 // APIServerURL is the apiserver's URL on the bridge.
 func APIServerURL() string { return fmt.Sprintf("https://%s:%d", BridgeIP, APIServerPort) }

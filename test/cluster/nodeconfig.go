@@ -60,10 +60,10 @@ func RegistryHostsFile(cfg *Config, node, host string) string {
 
 // registryHostFiles are containerd's hosts.toml files (paths relative to
 // the node dir): plain HTTP for the harness's registry and for the test
-// registry that e2e tests serve themselves.
+// registries that e2e tests serve themselves.
 func registryHostFiles() map[string]string {
 	out := map[string]string{}
-	for _, host := range []string{Registry(), TestRegistry()} {
+	for _, host := range append([]string{Registry()}, TestRegistries()...) {
 		out[filepath.Join("etc-containerd", "certs.d", host, "hosts.toml")] = fmt.Sprintf("server = \"http://%[1]s\"\n\n[host.\"http://%[1]s\"]\n  capabilities = [\"pull\", \"resolve\", \"push\"]\n", host)
 	}
 	return out

@@ -14,10 +14,12 @@ func TestTestRegistryAddress(t *testing.T) {
 	require.Equal(t, "172.31.250.1:5000", Registry())
 	require.Equal(t, "172.31.250.1:5001", TestRegistry())
 	require.NotEqual(t, RegistryPort, TestRegistryPort)
+	require.Equal(t, []string{"172.31.250.1:5001", "172.31.250.1:5002", "172.31.250.1:5003",
+		"172.31.250.1:5004", "172.31.250.1:5005", "172.31.250.1:5006"}, TestRegistries())
 }
 
-// TestWriteNodeConfigRegistryHosts: every node trusts both the harness's
-// registry and the test registry over plain HTTP, through containerd's
+// TestWriteNodeConfigRegistryHosts: every node trusts the harness's
+// registry and the test registries over plain HTTP, through containerd's
 // certs.d, and its containerd reads certs.d.
 func TestWriteNodeConfigRegistryHosts(t *testing.T) {
 	cfg := &Config{Root: t.TempDir(), Nodes: 2}
@@ -25,7 +27,7 @@ func TestWriteNodeConfigRegistryHosts(t *testing.T) {
 	require.NoError(t, writeNodeConfig(cfg, b, 2))
 
 	node := NodeName(2)
-	for _, host := range []string{"172.31.250.1:5000", "172.31.250.1:5001"} {
+	for _, host := range []string{"172.31.250.1:5000", "172.31.250.1:5001", "172.31.250.1:5006"} {
 		path := RegistryHostsFile(cfg, node, host)
 		require.Equal(t, filepath.Join(cfg.NodeDir(node), "etc-containerd", "certs.d", host, "hosts.toml"), path)
 		got, err := os.ReadFile(path)
@@ -34,7 +36,7 @@ func TestWriteNodeConfigRegistryHosts(t *testing.T) {
 	}
 	entries, err := os.ReadDir(filepath.Join(cfg.NodeDir(node), "etc-containerd", "certs.d"))
 	require.NoError(t, err)
-	require.Len(t, entries, 2, "exactly the two registries")
+	require.Len(t, entries, 1+TestRegistryPorts, "exactly the harness's registry and the test registries")
 
 	conf, err := os.ReadFile(filepath.Join(cfg.NodeDir(node), "etc-containerd", "config.toml"))
 	require.NoError(t, err)
@@ -53,7 +55,7 @@ func TestWriteRegistryHostsRefreshesRunningNode(t *testing.T) {
 	require.NoError(t, os.WriteFile(kubelet, []byte("untouched"), 0o644))
 
 	require.NoError(t, writeRegistryHosts(cfg, 1))
-	for _, host := range []string{Registry(), TestRegistry()} {
+	for _, host := range append([]string{Registry()}, TestRegistries()...) {
 		got, err := os.ReadFile(RegistryHostsFile(cfg, node, host))
 		require.NoError(t, err)
 		require.Contains(t, string(got), `server = "http://`+host+`"`)

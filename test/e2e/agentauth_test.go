@@ -41,6 +41,7 @@ const agentTokenSeconds = 3600
 // projected-style token bound to an agent pod authenticates as that pod on
 // its node, and every other token is refused for the right reason.
 func TestAgentAuth(t *testing.T) {
+	t.Parallel()
 	f := newFramework(t)
 	ctx := t.Context()
 	nodes := requireSchedulableNodes(ctx, t, f, 2)

@@ -109,6 +109,7 @@ func nodeNames(nodes []corev1.Node) []string {
 // counts N mesh members, and each agent's CRI inventory matches the API's
 // pods on its node.
 func TestBackboneDeployed(t *testing.T) {
+	serial(t)
 	f := newFramework(t)
 	ctx := t.Context()
 	nodes := requireShoal(ctx, t, f)
@@ -216,6 +217,7 @@ func inventoryView(inv cri.Inventory) []string {
 // TestCoordinatorFailover: deleting the leader hands the lease to the
 // standby, and every agent is connected to it within 15 s.
 func TestCoordinatorFailover(t *testing.T) {
+	serial(t)
 	f := newFramework(t)
 	ctx := t.Context()
 	nodes := requireShoal(ctx, t, f)
@@ -252,6 +254,7 @@ func TestCoordinatorFailover(t *testing.T) {
 // TestMeshMarksCutNodeDeadAndRejoins: a node whose network is cut for 30 s
 // is marked dead by the others and rejoins after the restore.
 func TestMeshMarksCutNodeDeadAndRejoins(t *testing.T) {
+	serial(t)
 	f := newFramework(t)
 	ctx := t.Context()
 	nodes := requireShoal(ctx, t, f)
@@ -306,6 +309,7 @@ func TestMeshMarksCutNodeDeadAndRejoins(t *testing.T) {
 // item resumes it from its state dir: the steps done before the restart are
 // kept (never restarted from zero) and the item was started exactly twice.
 func TestAgentRestartResumesWork(t *testing.T) {
+	serial(t)
 	f := newFramework(t)
 	ctx := t.Context()
 	requireShoal(ctx, t, f)

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -35,10 +36,16 @@ func TestMain(m *testing.M) {
 	os.Exit(runSuite(m))
 }
 
-// runSuite runs the tests, then fails the suite if a Shoal component
-// restarted while they ran. Without a configured cluster every test skips
+// runSuite runs the tests of the group SHOAL_E2E_GROUP names (see
+// groups_test.go), then fails the suite if a Shoal component restarted
+// while they ran. Without a configured cluster every test skips
 // with the reason.
 func runSuite(m *testing.M) int {
+	flag.Parse()
+	if err := selectGroup(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 2
+	}
 	cfg, err := framework.Load()
 	if errors.Is(err, framework.ErrNotConfigured) {
 		skipReason = err.Error()
@@ -67,6 +74,7 @@ func runSuite(m *testing.M) int {
 // TestDeploymentSpreadsAcrossNodes proves that the scheduler sees the nodes
 // and their hostname labels, and that every node runs pods to readiness.
 func TestDeploymentSpreadsAcrossNodes(t *testing.T) {
+	t.Parallel()
 	f := newFramework(t)
 	ctx := t.Context()
 	requireSchedulableNodes(ctx, t, f, 3)
@@ -83,6 +91,7 @@ func TestDeploymentSpreadsAcrossNodes(t *testing.T) {
 // TestLogsAndExec proves that the apiserver reaches the kubelets for logs
 // and exec (stdout, stderr and exit status).
 func TestLogsAndExec(t *testing.T) {
+	t.Parallel()
 	f := newFramework(t)
 	ctx := t.Context()
 	pod := runBusybox(ctx, t, f, "logs-exec", "", "echo hello-from-log; sleep 3600")
@@ -116,6 +125,7 @@ func TestLogsAndExec(t *testing.T) {
 // and kube-proxy: a client on one node reaches the backends on the other
 // nodes directly, and all backends through the Service's cluster IP.
 func TestClusterIPServiceAcrossNodes(t *testing.T) {
+	t.Parallel()
 	f := newFramework(t)
 	ctx := t.Context()
 	requireSchedulableNodes(ctx, t, f, 3)
@@ -177,6 +187,7 @@ func TestClusterIPServiceAcrossNodes(t *testing.T) {
 // container runtime and that a hostPath socket in a hostNetwork DaemonSet
 // pod reaches that node's runtime, as Shoal's node agent will.
 func TestNodeLocalContainerdFromDaemonSet(t *testing.T) {
+	t.Parallel()
 	f := newFramework(t)
 	ctx := t.Context()
 	const name, socket = "cri-pods", "/run/containerd/containerd.sock"
@@ -262,6 +273,7 @@ func TestNodeLocalContainerdFromDaemonSet(t *testing.T) {
 // and sidecar, runs first: Shoal's webhook (like OpenKruise's) refuses a
 // request for a pod that does not exist, before the schema is checked.
 func TestSeedExamplesDryRun(t *testing.T) {
+	t.Parallel()
 	f := newFramework(t)
 	ctx := t.Context()
 	served, err := f.ServesGroupVersion("apps.kruise.io/v1alpha1")

@@ -180,8 +180,10 @@ func waitRecreated(ctx context.Context, t *testing.T, f *framework.Framework, po
 // TestCRRRecreatesSimpleContainers ports OpenKruise's "recreates simple
 // containers" cases: one and two containers.
 func TestCRRRecreatesSimpleContainers(t *testing.T) {
+	t.Parallel()
 	for _, containers := range [][]string{{"app"}, {"app", "sidecar"}} {
 		t.Run(strings.Join(containers, "+"), func(t *testing.T) {
+			t.Parallel()
 			f := newFramework(t)
 			ctx := t.Context()
 			pod := startCRRPod(ctx, t, f, "web", nil)
@@ -249,6 +251,7 @@ func TestCRRRecreatesSimpleContainers(t *testing.T) {
 // the app's postStart sleeps 5 s; without ordering the sidecar is stopped
 // right after the app, with ordering only once the app is back.
 func TestCRRPostStartHook(t *testing.T) {
+	t.Parallel()
 	for _, ordered := range []bool{false, true} {
 		t.Run(fmt.Sprintf("ordered=%v", ordered), func(t *testing.T) { recreateAfterPostStart(t, false, ordered) })
 	}
@@ -258,6 +261,7 @@ func TestCRRPostStartHook(t *testing.T) {
 // sidecar with the strategy given: without ordering the sidecar is stopped
 // right after the app, with ordering it starts only once the app is back.
 func recreateAfterPostStart(t *testing.T, force, ordered bool) {
+	t.Parallel()
 	f := newFramework(t)
 	ctx := t.Context()
 	startCRRPod(ctx, t, f, "web", func(p *corev1.Pod) {
@@ -283,10 +287,12 @@ func recreateAfterPostStart(t *testing.T, force, ordered bool) {
 
 // TestCRRPreStopHook ports "recreates containers with preStopHook".
 func TestCRRPreStopHook(t *testing.T) {
+	t.Parallel()
 	withPreStop := func(p *corev1.Pod) {
 		p.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: sleepHook("8s")}
 	}
 	t.Run("preStop runs before the stop", func(t *testing.T) {
+		t.Parallel()
 		f := newFramework(t)
 		ctx := t.Context()
 		startCRRPod(ctx, t, f, "web", withPreStop)
@@ -299,6 +305,7 @@ func TestCRRPreStopHook(t *testing.T) {
 		require.GreaterOrEqual(t, gap, 7*time.Second, "the 8 s preStop ran first (second granularity)")
 	})
 	t.Run("activeDeadlineSeconds 3", func(t *testing.T) {
+		t.Parallel()
 		f := newFramework(t)
 		ctx := t.Context()
 		startCRRPod(ctx, t, f, "web", withPreStop)
@@ -319,6 +326,7 @@ func TestCRRPreStopHook(t *testing.T) {
 		})
 	})
 	t.Run("grace periods and KruisePodReady", func(t *testing.T) {
+		t.Parallel()
 		f := newFramework(t)
 		ctx := t.Context()
 		_, err := f.Kube.CoreV1().Pods(f.Namespace).Create(ctx, crrPod(f, "web", func(p *corev1.Pod) {
@@ -398,6 +406,7 @@ func setKruisePodReady(ctx context.Context, t *testing.T, f *framework.Framework
 
 // TestCRRForceRecreate ports "recreates containers by force".
 func TestCRRForceRecreate(t *testing.T) {
+	t.Parallel()
 	for _, ordered := range []bool{false, true} {
 		t.Run(fmt.Sprintf("ordered=%v", ordered), func(t *testing.T) { recreateAfterPostStart(t, true, ordered) })
 	}
@@ -408,6 +417,7 @@ func TestCRRForceRecreate(t *testing.T) {
 // name the instance that was running when they were made, so the first
 // stops it and the later ones find it already recreated: one restart.
 func TestCRRQueueOnOnePod(t *testing.T) {
+	t.Parallel()
 	f := newFramework(t)
 	ctx := t.Context()
 	startCRRPod(ctx, t, f, "web", nil)
@@ -436,6 +446,7 @@ func TestCRRQueueOnOnePod(t *testing.T) {
 // TestCRRAdmission is the bad-input table against the real apiserver and
 // webhook: every request is refused with a message naming the field.
 func TestCRRAdmission(t *testing.T) {
+	t.Parallel()
 	f := newFramework(t)
 	ctx := t.Context()
 	startCRRPod(ctx, t, f, "web", nil)
@@ -528,6 +539,7 @@ func finishedOnce(ctx context.Context, t *testing.T, f *framework.Framework) {
 // TestCRRSurvivesCoordinatorLoss: the leader is deleted while a recreate
 // is under way; the node finishes it and the new leader completes it.
 func TestCRRSurvivesCoordinatorLoss(t *testing.T) {
+	serial(t)
 	f := newFramework(t)
 	ctx := t.Context()
 	requireShoal(ctx, t, f)
@@ -547,6 +559,7 @@ func TestCRRSurvivesCoordinatorLoss(t *testing.T) {
 // app's preStop hook; the restarted agent resumes and stops each container
 // exactly once (the hook is not run again).
 func TestCRRSurvivesAgentRestart(t *testing.T) {
+	serial(t)
 	f := newFramework(t)
 	ctx := t.Context()
 	requireShoal(ctx, t, f)

@@ -43,6 +43,7 @@ func localCluster(t *testing.T, f *framework.Framework) *cluster.Config {
 // TestNodeCutGoesNotReadyAndRecovers: a node whose network is cut loses
 // the apiserver and is marked not Ready; restored, it comes back Ready.
 func TestNodeCutGoesNotReadyAndRecovers(t *testing.T) {
+	serial(t)
 	f := newFramework(t)
 	cfg := localCluster(t, f)
 	ctx := t.Context()
@@ -77,6 +78,7 @@ func TestNodeCutGoesNotReadyAndRecovers(t *testing.T) {
 // it again brings the node back with its pods, which kept running (their
 // shims survive the runtime), and the runtime serves them again (exec).
 func TestContainerdRestartKeepsPods(t *testing.T) {
+	serial(t)
 	f := newFramework(t)
 	cfg := localCluster(t, f)
 	ctx := t.Context()

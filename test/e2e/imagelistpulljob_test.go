@@ -25,6 +25,7 @@ import (
 // children (garbage collection through the owner references). The two
 // cases run in parallel against one registry with basic auth.
 func TestImageListPullJob(t *testing.T) {
+	t.Parallel()
 	f := newFramework(t)
 	ctx := t.Context()
 	nodes := requireImagePull(ctx, t, f)

@@ -46,6 +46,7 @@ const (
 // that no Secret is copied anywhere. The cases run in parallel, each in its
 // own namespace, with an image of its own (2 layers of 4 MiB).
 func TestImagePullJobOpenKruise(t *testing.T) {
+	t.Parallel()
 	f := newFramework(t)
 	ctx := t.Context()
 	nodes := requireImagePull(ctx, t, f)

@@ -50,10 +50,12 @@ func requireImagePull(ctx context.Context, t *testing.T, f *framework.Framework)
 	nodes := requireShoal(ctx, t, f)
 	cfg := localCluster(t, f)
 	for _, n := range nodes {
-		path := cluster.RegistryHostsFile(cfg, n.Name, cluster.TestRegistry())
-		if _, err := os.Stat(path); err != nil {
-			t.Fatalf("node %s does not trust the test registry %s (%v): the cluster was started before the harness knew it; "+
-				"run make cluster-up (on a running cluster it rewrites the nodes' registry hosts)", n.Name, cluster.TestRegistry(), err)
+		for _, reg := range cluster.TestRegistries() {
+			path := cluster.RegistryHostsFile(cfg, n.Name, reg)
+			if _, err := os.Stat(path); err != nil {
+				t.Fatalf("node %s does not trust the test registry %s (%v): the cluster was started before the harness knew it; "+
+					"run make cluster-up (on a running cluster it rewrites the nodes' registry hosts)", n.Name, reg, err)
+			}
 		}
 	}
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })

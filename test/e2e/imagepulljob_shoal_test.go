@@ -52,6 +52,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // sampled every 200 ms for the whole run, and the number of nodes the
 // registry serves at the same time, never exceed it; the job completes.
 func TestImagePullJobParallelism(t *testing.T) {
+	t.Parallel()
 	f := newFramework(t)
 	ctx := t.Context()
 	nodes := requireImagePull(ctx, t, f)
@@ -115,6 +116,7 @@ func TestImagePullJobParallelism(t *testing.T) {
 // registry serves no layer); patching parallelism to 2 resumes the job to
 // completion.
 func TestImagePullJobPausedByZeroParallelism(t *testing.T) {
+	t.Parallel()
 	f := newFramework(t)
 	ctx := t.Context()
 	nodes := requireImagePull(ctx, t, f)
@@ -161,6 +163,7 @@ func TestImagePullJobPausedByZeroParallelism(t *testing.T) {
 // and to whom, which shows whether the pull resumed (a Range request) or
 // started over.
 func TestImagePullJobSurvivesAgentRestart(t *testing.T) {
+	serial(t)
 	f := newFramework(t)
 	ctx := t.Context()
 	nodes := requireImagePull(ctx, t, f)
@@ -226,6 +229,7 @@ func filterDigests(m map[string]int64, digests []string) map[string]int64 {
 // label warms the one labelled node; labelling a second node later warms
 // it too (the job picks up nodes that come to match).
 func TestImagePullJobNodeJoinsSelector(t *testing.T) {
+	t.Parallel()
 	f := newFramework(t)
 	ctx := t.Context()
 	nodes := requireImagePull(ctx, t, f)
@@ -279,6 +283,7 @@ func TestImagePullJobNodeJoinsSelector(t *testing.T) {
 // timeoutSeconds 30: the (Always) job completes with every node failed,
 // lists them in failedNodes, and the per-node view says why.
 func TestImagePullJobFailures(t *testing.T) {
+	t.Parallel()
 	f := newFramework(t)
 	ctx := t.Context()
 	nodes := requireImagePull(ctx, t, f)
@@ -328,6 +333,7 @@ func TestImagePullJobFailures(t *testing.T) {
 // through the real apiserver (CRD schema and CEL rules, and the webhooks):
 // each bad job is refused with a message naming the field.
 func TestImagePullJobRefusals(t *testing.T) {
+	t.Parallel()
 	f := newFramework(t)
 	ctx := t.Context()
 	requireShoal(ctx, t, f)

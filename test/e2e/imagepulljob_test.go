@@ -16,6 +16,7 @@ import (
 // normalizes image references and defaults parallelism, and refuses
 // references that do not parse with a message naming the field.
 func TestImagePullJobAdmission(t *testing.T) {
+	t.Parallel()
 	f := newFramework(t)
 	ctx := t.Context()
 	requireShoal(ctx, t, f)

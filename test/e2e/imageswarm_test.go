@@ -41,6 +41,7 @@ func agentMetric(ctx context.Context, t *testing.T, agent corev1.Pod, name strin
 // through that node's agent: the agent serves the runtime the layers (from
 // its peers), and the registry serves no further layer bytes.
 func TestImageSwarmThroughMirror(t *testing.T) {
+	serial(t)
 	f := newFramework(t)
 	ctx := t.Context()
 	nodes := requireImagePull(ctx, t, f)

@@ -26,6 +26,7 @@ const (
 // the API server with SubjectAccessReviews for each ServiceAccount (with the
 // groups a real token of it carries) and needs Shoal's RBAC applied.
 func TestRBAC(t *testing.T) {
+	t.Parallel()
 	if skipReason != "" {
 		t.Skip(skipReason)
 	}

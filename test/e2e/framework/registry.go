@@ -51,8 +51,9 @@ type RegistryOptions struct {
 	// of a blob on its own, so N nodes pulling at once each get this rate);
 	// 0 leaves them unthrottled. Manifests are never throttled.
 	BytesPerSecond int64
-	// Addr is where to listen; default cluster.TestRegistry(), the port
-	// every node of the local cluster pulls from over plain HTTP.
+	// Addr is where to listen; default one of cluster.TestRegistries()
+	// that no other test of this process serves: the ports every node of
+	// the local cluster pulls from over plain HTTP.
 	Addr string
 }
 
@@ -133,15 +134,17 @@ func (p Pushed) Size() int64 {
 	return n
 }
 
-// StartRegistry serves a registry for t on opts.Addr (default
-// cluster.TestRegistry()) until Stop, which t's cleanup calls. It fails t
-// if the address cannot be bound: on the local cluster the bridge address
-// exists, elsewhere tests should skip before (see test/e2e's
-// requireTestRegistry).
+// StartRegistry serves a registry for t on opts.Addr until Stop, which t's
+// cleanup calls. Without opts.Addr it takes a test registry address that
+// no other test of this process holds (waiting, bounded by
+// registryWaitTimeout, while all are held) and gives it back after Stop.
+// It fails t if the address cannot be bound: on the local cluster the
+// bridge address exists, elsewhere tests should skip before (see test/e2e's
+// requireImagePull).
 func StartRegistry(t testing.TB, opts RegistryOptions) *Registry {
 	t.Helper()
 	if opts.Addr == "" {
-		opts.Addr = cluster.TestRegistry()
+		opts.Addr = takeRegistryAddr(t)
 	}
 	r := &Registry{
 		Host:        opts.Addr,
@@ -171,6 +174,38 @@ func StartRegistry(t testing.TB, opts RegistryOptions) *Registry {
 	t.Cleanup(r.Stop)
 	t.Logf("test registry on %s (users %d, %d bytes/s per blob download)", r.Host, len(opts.Users), opts.BytesPerSecond)
 	return r
+}
+
+// registryWaitTimeout bounds how long StartRegistry waits for a free test
+// registry address.
+const registryWaitTimeout = 10 * time.Minute
+
+// freeRegistryAddrs holds the test registry addresses no test of this
+// process serves now.
+var freeRegistryAddrs = func() chan string {
+	addrs := cluster.TestRegistries()
+	ch := make(chan string, len(addrs))
+	for _, a := range addrs {
+		ch <- a
+	}
+	return ch
+}()
+
+// takeRegistryAddr takes a free test registry address for t and registers
+// a cleanup that gives it back. Cleanups run last-registered first, so the
+// registry's Stop, registered after this, runs before the address is free.
+func takeRegistryAddr(t testing.TB) string {
+	t.Helper()
+	timer := time.NewTimer(registryWaitTimeout)
+	defer timer.Stop()
+	select {
+	case addr := <-freeRegistryAddrs:
+		t.Cleanup(func() { freeRegistryAddrs <- addr })
+		return addr
+	case <-timer.C:
+		t.Fatalf("test registry: all %d addresses were in use for %s", cap(freeRegistryAddrs), registryWaitTimeout)
+	}
+	return ""
 }
 
 // Stop stops serving: requests in flight get registryStopTimeout to end,
