@@ -39,6 +39,8 @@ func (w *syncWriter) Enqueue(_ string, write statuswriter.WriteFunc) {
 	require.NoError(w.t, write(context.Background()))
 }
 
+func (w *syncWriter) EnqueueFinal(key string, write statuswriter.WriteFunc) { w.Enqueue(key, write) }
+
 // harness is a controller over a fake clientset whose informers are never
 // started: refresh copies the API's objects into their caches, and the
 // test calls sync itself, so nothing waits.

@@ -52,6 +52,8 @@ func (f *fakeWriter) Enqueue(key string, w statuswriter.WriteFunc) {
 	f.enqueued++
 }
 
+func (f *fakeWriter) EnqueueFinal(key string, w statuswriter.WriteFunc) { f.Enqueue(key, w) }
+
 // flush runs the waiting writes, as the real writer would at its next
 // turn.
 func (f *fakeWriter) flush(t *testing.T) {

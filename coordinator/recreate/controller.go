@@ -382,9 +382,15 @@ func (c *Controller) place(id string, p plan) {
 func (c *Controller) drop(id string) { c.place(id, plan{}) }
 
 // writeStatus queues a status write. It writes onto the latest copy the
-// informer has, so a later write of the same key replaces this one.
+// informer has, so a later write of the same key replaces this one. A
+// Completed status is the final answer: it goes at once, not paced behind
+// the progress write before it.
 func (c *Controller) writeStatus(key string, status v1alpha1.ContainerRecreateRequestStatus) {
-	c.o.Writer.Enqueue("containerrecreaterequest/"+key, func(ctx context.Context) error {
+	enqueue := c.o.Writer.Enqueue
+	if status.Phase == v1alpha1.ContainerRecreateRequestCompleted {
+		enqueue = c.o.Writer.EnqueueFinal
+	}
+	enqueue("containerrecreaterequest/"+key, func(ctx context.Context) error {
 		obj, ok, err := c.requests.GetByKey(key)
 		if err != nil || !ok {
 			return err

@@ -3,8 +3,9 @@
 // The coordinator is the only writer of custom resources' status, and
 // agent reports can change one object's status many times a second. A
 // Writer keeps at most one pending write per key (usually an object's
-// namespace/name): a newer write replaces the pending one, a key is
-// written at most once per MinInterval, all keys together at most QPS
+// namespace/name): a newer write replaces the pending one, a key's
+// progress is written at most once per MinInterval (a final write, such as
+// a terminal status, goes at once), all keys together at most QPS
 // times a second (with bursts of Burst), and failed writes are retried
 // with capped exponential backoff unless a newer write replaced them.
 package statuswriter
@@ -48,9 +49,10 @@ const (
 type WriteFunc = func(ctx context.Context) error
 
 // Enqueuer is what controllers need of a Writer: queueing a write of one
-// key. Tests may pass their own.
+// key, a progress write or a final one. Tests may pass their own.
 type Enqueuer interface {
 	Enqueue(key string, write WriteFunc)
+	EnqueueFinal(key string, write WriteFunc)
 }
 
 // Options configure a Writer. Zero fields take their defaults.
@@ -99,11 +101,21 @@ type entry struct {
 	write     WriteFunc // waiting to be written, or nil
 	gen       uint64    // counts Enqueue and Forget calls
 	inFlight  bool
+	final     bool      // the waiting write is final: MinInterval does not hold it back
 	notBefore time.Time // the next write may start then
 	failures  int       // consecutive failed writes
 }
 
 func (e *entry) isPending() bool { return e.write != nil || e.inFlight }
+
+// dueAt is when e's waiting write may start: notBefore, or at once for a
+// final write that is not backing off after a failure.
+func (e *entry) dueAt(now time.Time) time.Time {
+	if e.final && e.failures == 0 {
+		return now
+	}
+	return e.notBefore
+}
 
 // dispatched is one write taken by a worker.
 type dispatched struct {
@@ -111,6 +123,7 @@ type dispatched struct {
 	e       *entry
 	write   WriteFunc
 	gen     uint64
+	final   bool
 	started time.Time
 }
 
@@ -210,7 +223,17 @@ func register[C prometheus.Collector](r prometheus.Registerer, c C) (C, error) {
 // Enqueue asks for write to be run for key. If a write of key is already
 // waiting, write replaces it; a write in flight finishes, and write runs
 // after it. It never blocks on the writes themselves.
-func (w *Writer) Enqueue(key string, write WriteFunc) {
+func (w *Writer) Enqueue(key string, write WriteFunc) { w.enqueue(key, write, false) }
+
+// EnqueueFinal is Enqueue for a write that ends the object's progress (a
+// terminal status): it is not held back by MinInterval, so the final
+// answer is not delayed by the pacing of the progress writes before it. It
+// still waits for a write of key in flight, for the global rate limit, and
+// for the backoff after a failed write. A later Enqueue that replaces it
+// stays final.
+func (w *Writer) EnqueueFinal(key string, write WriteFunc) { w.enqueue(key, write, true) }
+
+func (w *Writer) enqueue(key string, write WriteFunc, final bool) {
 	if write == nil {
 		return
 	}
@@ -222,6 +245,7 @@ func (w *Writer) Enqueue(key string, write WriteFunc) {
 	}
 	was := e.isPending()
 	e.write = write
+	e.final = e.final || final
 	e.gen++
 	w.changedLocked(was, e)
 	w.mu.Unlock()
@@ -239,6 +263,7 @@ func (w *Writer) Forget(key string) {
 	}
 	was := e.isPending()
 	e.write = nil
+	e.final = false
 	e.gen++
 	w.changedLocked(was, e)
 }
@@ -303,8 +328,9 @@ func (w *Writer) next(ctx context.Context) (dispatched, bool) {
 			w.refillLocked(now)
 			if w.tokens >= 1 {
 				w.tokens--
-				d := dispatched{key: key, e: e, write: e.write, gen: e.gen, started: now}
+				d := dispatched{key: key, e: e, write: e.write, gen: e.gen, final: e.final, started: now}
 				e.write = nil
+				e.final = false
 				e.inFlight = true
 				w.mu.Unlock()
 				return d, true
@@ -352,14 +378,14 @@ func (w *Writer) pickLocked(now time.Time) (string, *entry, time.Duration) {
 		if e.write == nil || e.inFlight {
 			continue
 		}
-		if best == nil || e.notBefore.Before(best.notBefore) {
+		if best == nil || e.dueAt(now).Before(best.dueAt(now)) {
 			bestKey, best = k, e
 		}
 	}
 	if best == nil {
 		return "", nil, 0
 	}
-	if d := best.notBefore.Sub(now); d > 0 {
+	if d := best.dueAt(now).Sub(now); d > 0 {
 		return "", nil, d
 	}
 	return bestKey, best, 0
@@ -396,7 +422,7 @@ func (w *Writer) do(ctx context.Context, d dispatched) {
 		retryIn = w.backoff(e.failures)
 		e.notBefore = later(d.started.Add(w.opts.MinInterval), now.Add(retryIn))
 		if e.gen == d.gen && e.write == nil && !errors.As(err, &permanent) && ctx.Err() == nil {
-			e.write = d.write
+			e.write, e.final = d.write, d.final
 		}
 	}
 	retry, failures, nextIn := e.write != nil, e.failures, e.notBefore.Sub(now)

@@ -220,6 +220,68 @@ func TestMinIntervalPerKey(t *testing.T) {
 	}
 }
 
+// TestFinalWriteIsNotPaced: a final write right after a progress write of
+// the same key goes at once, not a MinInterval later; it still waits for a
+// write of the key in flight, and after a failure it backs off.
+func TestFinalWriteIsNotPaced(t *testing.T) {
+	t.Run("after a progress write", func(t *testing.T) {
+		h := run(t, statuswriter.Options{})
+		h.w.Enqueue("k", h.rec.fn("k", 1, nil))
+		h.flush(t, 100*time.Millisecond)
+		h.w.EnqueueFinal("k", h.rec.fn("k", 2, nil))
+		eventually(t, func() bool { return len(h.rec.writes("k")) == 2 }, "the final write goes without stepping the clock")
+		got := h.rec.writes("k")
+		require.Equal(t, time.Duration(0), got[1].at)
+		require.Equal(t, 2, got[1].val)
+
+		// A progress write after it is paced again.
+		h.w.Enqueue("k", h.rec.fn("k", 3, nil))
+		h.flush(t, 100*time.Millisecond)
+		got = h.rec.writes("k")
+		require.Len(t, got, 3)
+		require.GreaterOrEqual(t, got[2].at, time.Second)
+	})
+	t.Run("replacing a waiting progress write", func(t *testing.T) {
+		h := run(t, statuswriter.Options{})
+		h.w.Enqueue("k", h.rec.fn("k", 1, nil))
+		h.flush(t, 100*time.Millisecond)
+		h.w.Enqueue("k", h.rec.fn("k", 2, nil)) // held back by MinInterval
+		h.w.EnqueueFinal("k", h.rec.fn("k", 3, nil))
+		eventually(t, func() bool { return len(h.rec.writes("k")) == 2 }, "the final write replaces the waiting one and goes at once")
+		got := h.rec.writes("k")
+		require.Equal(t, 3, got[1].val)
+		require.Equal(t, time.Duration(0), got[1].at)
+		require.Equal(t, float64(2), h.metric(t, "ok"), "no more writes than before")
+	})
+	t.Run("waits for the write in flight", func(t *testing.T) {
+		h := run(t, statuswriter.Options{})
+		release := make(chan struct{})
+		var inFlight sync.WaitGroup
+		inFlight.Add(1)
+		h.w.Enqueue("k", func(ctx context.Context) error {
+			inFlight.Done()
+			<-release
+			return h.rec.fn("k", 1, nil)(ctx)
+		})
+		inFlight.Wait()
+		h.w.EnqueueFinal("k", h.rec.fn("k", 2, nil))
+		require.Empty(t, h.rec.writes("k"), "nothing runs beside the write in flight")
+		close(release)
+		eventually(t, func() bool { return len(h.rec.writes("k")) == 2 }, "the final write follows the one in flight")
+		require.Equal(t, []int{1, 2}, []int{h.rec.writes("k")[0].val, h.rec.writes("k")[1].val})
+	})
+	t.Run("backs off after a failure", func(t *testing.T) {
+		h := run(t, statuswriter.Options{})
+		h.w.EnqueueFinal("k", h.rec.fn("k", 1, failTimes(1)))
+		h.flush(t, 100*time.Millisecond)
+		got := h.rec.writes("k")
+		require.Len(t, got, 2)
+		require.Error(t, got[0].err)
+		require.NoError(t, got[1].err)
+		require.GreaterOrEqual(t, got[1].at, time.Second, "the retry of a final write backs off")
+	})
+}
+
 func TestKeysAreIndependent(t *testing.T) {
 	h := run(t, statuswriter.Options{})
 	h.w.Enqueue("a", h.rec.fn("a", 1, nil))
