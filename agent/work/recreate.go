@@ -128,11 +128,18 @@ type recreateProgress struct {
 type containerProgress struct {
 	Name string `json:"name"`
 	// ContainerID is the instance to recreate: the CRI id from the spec's
-	// container_id, without the runtime prefix.
+	// container_id, without the runtime prefix, or, with force, the
+	// instance that ran when the request first looked (see Retargeted).
 	ContainerID string `json:"containerId"`
 	Phase       string `json:"phase"`
 	Message     string `json:"message,omitempty"`
 	IsKilled    bool   `json:"isKilled,omitempty"`
+	// Retargeted is set when force moved ContainerID from the spec's
+	// instance (SpecContainerID, restart count in the spec) to the
+	// instance running then (TargetRestartCount).
+	Retargeted         bool   `json:"retargeted,omitempty"`
+	SpecContainerID    string `json:"specContainerId,omitempty"`
+	TargetRestartCount int32  `json:"targetRestartCount,omitempty"`
 	// NewContainerID is the CRI id of the instance that replaced it.
 	NewContainerID string `json:"newContainerId,omitempty"`
 	RestartCount   int32  `json:"restartCount"`
@@ -153,6 +160,27 @@ type containerProgress struct {
 
 func (c *containerProgress) done() bool {
 	return c.Phase == recreateSucceeded || c.Phase == recreateFailed
+}
+
+// specID is the CRI id of the instance the spec names.
+func (c *containerProgress) specID() string {
+	if c.Retargeted {
+		return c.SpecContainerID
+	}
+	return c.ContainerID
+}
+
+// retarget makes the instance cur (restart count count), running now,
+// the one to recreate instead of the spec's: force recreates the instance
+// the runtime runs, whatever the pod's status said when the request was
+// made (it may still name the instance before, while the kubelet runs a
+// postStart hook and does not update the pod's status).
+func (c *containerProgress) retarget(cur *cri.Container, count int32) {
+	if !c.Retargeted {
+		c.Retargeted, c.SpecContainerID = true, c.ContainerID
+	}
+	c.ContainerID, c.TargetRestartCount = cur.ID, count
+	c.NewContainerID, c.RunningID, c.RunningSince = "", "", nil
 }
 
 // killJob is one kill (preStop hook then StopContainer) of one container.
@@ -179,13 +207,20 @@ func (r *Recreate) Run(ctx context.Context, t *Task) error {
 	if spec == nil {
 		return errors.New("recreate work item has no recreate spec")
 	}
-	x := &recreateRun{r: r, t: t, spec: spec, log: klog.FromContext(ctx), killable: make([]bool, len(spec.GetContainers()))}
+	n := len(spec.GetContainers())
+	x := &recreateRun{r: r, t: t, spec: spec, log: klog.FromContext(ctx), killable: make([]bool, n),
+		kills: map[int]*killJob{}, killDone: make(chan int, n)}
 	x.prog = r.resume(t, spec, x.log)
 	x.prog.Starts++
 	if err := x.save(x.summary()); err != nil {
 		return err
 	}
 	for {
+		// Kills that ended since the last pass are recorded first, so
+		// that the pass sees their results.
+		if err := x.collectKills(); err != nil {
+			return err
+		}
 		rt, err := r.runtime()
 		if err != nil {
 			if err := x.save("waiting for the container runtime: " + err.Error()); err != nil {
@@ -210,24 +245,26 @@ func (r *Recreate) Run(ctx context.Context, t *Task) error {
 			continue
 		}
 		x.observe(cs)
-		kill, finished, failure := x.walk()
+		kills, finished, failure := x.walk()
 		if err := x.save(x.summary()); err != nil {
 			return err
 		}
 		switch {
 		case failure != nil:
 			return failure
-		case finished:
+		case finished && len(x.kills) == 0:
 			return nil
-		case kill >= 0:
-			// One kill per pass; the next pass starts at once.
-			if err := x.kill(ctx, rt, kill); err != nil {
+		}
+		// Every kill the pass allows starts now, each with its own grace
+		// and preStop hook (one at a time only with ordered recreation,
+		// which walk enforces); each is recorded as it ends.
+		for _, i := range kills {
+			if err := x.startKill(ctx, rt, i); err != nil {
 				return err
 			}
-		default:
-			if err := x.wait(ctx); err != nil {
-				return err
-			}
+		}
+		if err := x.wait(ctx); err != nil {
+			return err
 		}
 	}
 }
@@ -250,7 +287,7 @@ func (r *Recreate) resume(t *Task, spec *nodeworkv1.RecreateSpec, log klog.Logge
 		cp := containerProgress{Name: c.GetName(), ContainerID: orig, Phase: recreatePending, RestartCount: c.GetRestartCount()}
 		if saved.PodUID == spec.GetPodUid() {
 			if i := slices.IndexFunc(saved.Containers, func(s containerProgress) bool {
-				return s.Name == c.GetName() && s.ContainerID == orig
+				return s.Name == c.GetName() && s.specID() == orig
 			}); i >= 0 {
 				cp = saved.Containers[i]
 			}
@@ -273,6 +310,11 @@ type recreateRun struct {
 
 	saved    []byte
 	savedMsg string
+
+	// kills are the kills this Run waits for, by container index;
+	// killDone receives an index when its kill has ended.
+	kills    map[int]*killJob
+	killDone chan int
 }
 
 // save persists the progress and the report built from it, if either
@@ -351,12 +393,16 @@ func (x *recreateRun) summary() string {
 	return fmt.Sprintf("%d of %d containers recreated", n, len(x.prog.Containers))
 }
 
+// wait returns after the poll interval, or as soon as a kill ends.
 func (x *recreateRun) wait(ctx context.Context) error {
 	timer := time.NewTimer(x.r.poll)
 	defer timer.Stop()
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
+	case i := <-x.killDone:
+		x.killDone <- i // collectKills takes it
+		return nil
 	case <-timer.C:
 		return nil
 	}
@@ -379,11 +425,24 @@ func (x *recreateRun) observe(cs []cri.Container) {
 		}
 		cur := &cs[j]
 		count := restartCount(cur)
+		if x.spec.GetForce() && cp.KillStartedAt == nil && cur.ID != cp.ContainerID && cur.State == cri.ContainerRunning {
+			x.log.Info("Force: recreating the instance running now, not the one the request names",
+				"container", c.GetName(), "named", cp.ContainerID, "running", cur.ID)
+			cp.retarget(cur, count)
+		}
+		base := c.GetRestartCount()
+		if cp.Retargeted {
+			base = cp.TargetRestartCount
+		}
 		switch {
-		case cur.ID != cp.ContainerID || count > c.GetRestartCount():
+		case cur.ID != cp.ContainerID || count > base:
 			x.observeNew(i, cur, count, now)
 		case cur.State == cri.ContainerExited:
-			cp.Phase, cp.IsKilled, cp.RestartCount = recreateRecreating, true, count
+			// isKilled: only if this request's kill was under way (its
+			// result may not be in yet, or came before an agent restart);
+			// not when the instance exited by itself.
+			cp.Phase, cp.RestartCount = recreateRecreating, count
+			cp.IsKilled = cp.IsKilled || cp.KillStartedAt != nil
 			cp.Message = withPreStopNote("exited; waiting for the kubelet to start it again", cp)
 		case cp.StoppedAt != nil:
 			// Stopped by this agent, though the runtime does not show it
@@ -407,7 +466,10 @@ func (x *recreateRun) observe(cs []cri.Container) {
 func (x *recreateRun) observeNew(i int, cur *cri.Container, count int32, now time.Time) {
 	c := x.spec.GetContainers()[i]
 	cp := &x.prog.Containers[i]
-	cp.Phase, cp.IsKilled, cp.NewContainerID, cp.RestartCount = recreateRecreating, true, cur.ID, count
+	// An instance replaced without this request stopping it was recreated,
+	// not killed: isKilled only if this request's kill was under way.
+	cp.Phase, cp.NewContainerID, cp.RestartCount = recreateRecreating, cur.ID, count
+	cp.IsKilled = cp.IsKilled || cp.KillStartedAt != nil
 	if cur.State != cri.ContainerRunning {
 		cp.RunningID, cp.RunningSince = "", nil
 		cp.Message = withPreStopNote(fmt.Sprintf("waiting for the new instance to run (state %s)", cur.State), cp)
@@ -460,17 +522,18 @@ func withPreStopNote(msg string, cp *containerProgress) string {
 }
 
 // walk goes through the containers in the spec's order and decides what
-// this pass does: the index of a container to kill (or -1), whether all
-// are done, or the failure that ends the item.
-func (x *recreateRun) walk() (kill int, finished bool, failure error) {
+// this pass does: the containers to kill now (without ordered recreation
+// every killable one; with it, only the first container not yet
+// recreated), whether all are done, or the failure that ends the item.
+func (x *recreateRun) walk() (kills []int, finished bool, failure error) {
 	if x.spec.GetFinishOnly() {
 		// Only a kill already started is finished; nothing else starts.
 		for i, cp := range x.prog.Containers {
 			if cp.Phase == recreatePending && cp.KillStartedAt != nil && cp.StoppedAt == nil && x.killable[i] {
-				return i, false, nil
+				kills = append(kills, i)
 			}
 		}
-		return -1, true, nil
+		return kills, len(kills) == 0, nil
 	}
 	finished = true
 	for i := range x.prog.Containers {
@@ -479,30 +542,34 @@ func (x *recreateRun) walk() (kill int, finished bool, failure error) {
 		case recreateSucceeded:
 		case recreateFailed:
 			if !x.spec.GetIgnoreFailures() {
-				return -1, false, errors.New(cp.Message)
+				return nil, false, errors.New(cp.Message)
 			}
 		case recreateRecreating:
 			if x.spec.GetOrdered() {
-				return -1, false, nil
+				return kills, false, nil
 			}
 			finished = false
 		default:
+			finished = false
 			if x.killable[i] {
-				return i, false, nil
+				kills = append(kills, i)
 			}
 			if x.spec.GetOrdered() {
-				return -1, false, nil
+				return kills, false, nil
 			}
-			finished = false
 		}
 	}
-	return -1, finished, nil
+	return kills, finished, nil
 }
 
-// kill stops container i's original instance: it starts the kill (after
-// saving that it started) or joins one already under way, waits for it
-// and records the result.
-func (x *recreateRun) kill(ctx context.Context, rt *cri.Runtime, i int) error {
+// startKill starts stopping container i's instance, unless this Run
+// already waits for its kill: it starts the kill (after saving that it
+// started) or joins one already under way. collectKills records the
+// result when the kill has ended.
+func (x *recreateRun) startKill(ctx context.Context, rt *cri.Runtime, i int) error {
+	if x.kills[i] != nil {
+		return nil
+	}
 	c := x.spec.GetContainers()[i]
 	cp := &x.prog.Containers[i]
 	id := cp.ContainerID
@@ -548,15 +615,42 @@ func (x *recreateRun) kill(ctx context.Context, rt *cri.Runtime, i int) error {
 		}
 		x.log.V(2).Info("Waiting for a kill already under way", "container", c.GetName(), "containerID", id)
 	}
+	x.kills[i] = job
+	go func() {
+		select {
+		case <-job.done:
+			x.killDone <- i // buffered for every container: never blocks
+		case <-ctx.Done(): // the kill goes on; the next Run collects it
+		}
+	}()
+	return nil
+}
 
-	select {
-	case <-ctx.Done():
-		return ctx.Err() // the kill goes on; the next run collects it
-	case <-job.done:
+// collectKills records the results of the kills that have ended and saves
+// the progress if any did.
+func (x *recreateRun) collectKills() error {
+	if len(x.killDone) == 0 {
+		return nil
 	}
+	// Only this Run's goroutine receives from killDone.
+	for len(x.killDone) > 0 {
+		i := <-x.killDone
+		x.collectKill(i, x.kills[i])
+		delete(x.kills, i)
+	}
+	return x.save(x.summary())
+}
+
+// collectKill records the result of container i's kill job. The phase
+// moves on only from Pending: the CRI may have shown the container
+// exited, or its next instance, before the kill's result came in.
+func (x *recreateRun) collectKill(i int, job *killJob) {
 	if job.aborted {
-		return nil // its owner gave up before stopping anything; look again
+		return // its owner gave up before stopping anything; look again
 	}
+	c := x.spec.GetContainers()[i]
+	cp := &x.prog.Containers[i]
+	id := cp.ContainerID
 	res := job.res
 	cp.PreStopMillis = max(cp.PreStopMillis, res.preStopMillis)
 	cp.StopMillis = res.stopMillis
@@ -565,24 +659,26 @@ func (x *recreateRun) kill(ctx context.Context, rt *cri.Runtime, i int) error {
 		x.log.Info("PreStop hook failed; stopping the container anyway", "container", c.GetName(), "containerID", id, "err", cp.PreStopError)
 	}
 	if res.stopErr != nil {
-		cp.Phase, cp.Message = recreateFailed, withPreStopNote("kill container error: "+res.stopErr.Error(), cp)
+		if cp.Phase == recreatePending {
+			cp.Phase, cp.Message = recreateFailed, withPreStopNote("kill container error: "+res.stopErr.Error(), cp)
+		}
 		x.log.Info("Could not stop container", "container", c.GetName(), "containerID", id, "err", res.stopErr.Error())
 	} else {
 		stopped := res.stoppedAt.UTC()
 		cp.StoppedAt = &stopped
-		cp.Phase, cp.IsKilled = recreateRecreating, true
-		cp.Message = withPreStopNote("stopped; waiting for the kubelet to start it again", cp)
+		cp.IsKilled = true
+		if cp.Phase == recreatePending {
+			cp.Phase = recreateRecreating
+			cp.Message = withPreStopNote("stopped; waiting for the kubelet to start it again", cp)
+		}
 		x.log.Info("Stopped container", "container", c.GetName(), "containerID", id, "preStopMillis", cp.PreStopMillis, "stopMillis", cp.StopMillis)
 	}
-	if err := x.save(x.summary()); err != nil {
-		return err
-	}
+	r, item := x.r, x.t.Item.GetId()
 	r.mu.Lock()
 	if r.kills[id] == job && job.item == item {
 		delete(r.kills, id)
 	}
 	r.mu.Unlock()
-	return nil
 }
 
 // killPlan is what a kill does.

@@ -363,6 +363,91 @@ func TestRecreateForce(t *testing.T) {
 	}
 }
 
+// TestRecreateForceRetargetsTheRunningInstance: the request names an
+// instance that has exited (the kubelet does not update the pod's status
+// while the next instance runs its postStart hook). With force the agent
+// stops the instance running now, found through the CRI; without force
+// the named instance counts as recreated and nothing is stopped.
+func TestRecreateForceRetargetsTheRunningInstance(t *testing.T) {
+	for _, force := range []bool{false, true} {
+		t.Run(fmt.Sprintf("force=%v", force), func(t *testing.T) {
+			e := newRecreateEnv(t, false)
+			app := e.running("app")
+			spec := e.spec(app) // what the pod's status said
+			starting := e.f.Restart(app.ID, runtimeapi.ContainerState_CONTAINER_RUNNING)
+			spec.Force = force
+			e.f.RestartOnStop()
+			r := e.start()
+			item := recreateItem("crr", 1, spec)
+			r.Upsert(item)
+
+			rep := waitPhase(t, r, item.GetId(), nodeworkv1.Phase_PHASE_SUCCEEDED)
+			st := containerState(t, rep, "app")
+			stops := e.f.StopCalls()
+			if !force {
+				require.Empty(t, stops, "without force a newer instance is already recreated")
+				require.False(t, st.GetIsKilled())
+				require.Equal(t, "containerd://"+starting, st.GetNewContainerId())
+				return
+			}
+			require.Len(t, stops, 1)
+			require.Equal(t, starting, stops[0].ContainerID, "force stops the instance running now")
+			require.True(t, st.GetIsKilled())
+			latest := e.latest("app")
+			require.NotEqual(t, starting, latest.ID)
+			require.Equal(t, "containerd://"+latest.ID, st.GetNewContainerId())
+			require.EqualValues(t, 2, st.GetRestartCount())
+			p := progressOf(t, r, item.GetId())
+			require.True(t, p.Containers[0].Retargeted)
+			require.Equal(t, app.ID, p.Containers[0].SpecContainerID)
+		})
+	}
+}
+
+// TestRecreateUnorderedStopsTogether: without orderedRecreate every
+// container's stop starts at once; with it, the second waits for the
+// first to be recreated.
+func TestRecreateUnorderedStopsTogether(t *testing.T) {
+	for _, ordered := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ordered=%v", ordered), func(t *testing.T) {
+			e := newRecreateEnv(t, false)
+			a, b := e.running("a"), e.running("b")
+			var mu sync.Mutex
+			sawOther := map[string]bool{}
+			e.f.OnStop(func(id string) {
+				// A stop that takes its time (a container ignoring
+				// SIGTERM): does the other container's stop start
+				// meanwhile?
+				deadline := time.Now().Add(2 * time.Second)
+				for len(e.f.StopCalls()) < 2 && time.Now().Before(deadline) {
+					time.Sleep(time.Millisecond)
+				}
+				mu.Lock()
+				sawOther[id] = len(e.f.StopCalls()) >= 2
+				mu.Unlock()
+				e.f.Restart(id, runtimeapi.ContainerState_CONTAINER_RUNNING)
+			})
+			spec := e.spec(a, b)
+			spec.Ordered = ordered
+			r := e.start()
+			item := recreateItem("crr", 1, spec)
+			r.Upsert(item)
+			rep := waitPhase(t, r, item.GetId(), nodeworkv1.Phase_PHASE_SUCCEEDED)
+			for _, name := range []string{"a", "b"} {
+				require.True(t, containerState(t, rep, name).GetIsKilled(), name)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if ordered {
+				require.False(t, sawOther[a.ID], "ordered: b is not stopped while a's stop runs")
+				return
+			}
+			require.True(t, sawOther[a.ID], "a's stop ran alongside b's")
+			require.True(t, sawOther[b.ID], "b's stop ran alongside a's")
+		})
+	}
+}
+
 // hookServer is an httptest server that records preStop requests and how
 // many stops had been made when each arrived.
 type hookServer struct {
@@ -713,13 +798,13 @@ func TestRecreateAlreadyRecreated(t *testing.T) {
 			r.Upsert(item)
 			if tc.later != nil {
 				rep := waitReport(t, r, item.GetId(), "recreating", containerIs("app", recreating))
-				require.True(t, containerState(t, rep, "app").GetIsKilled())
+				require.False(t, containerState(t, rep, "app").GetIsKilled(), "isKilled only once this request stopped it")
 				e.polls(3)
 				tc.later(e, app)
 			}
 			rep := waitPhase(t, r, item.GetId(), nodeworkv1.Phase_PHASE_SUCCEEDED)
 			st := containerState(t, rep, "app")
-			require.True(t, st.GetIsKilled())
+			require.False(t, st.GetIsKilled(), "recreated without this request stopping it")
 			require.Equal(t, "containerd://"+e.latest("app").ID, st.GetNewContainerId())
 			require.Empty(t, e.f.StopCalls(), "never stopped")
 		})
@@ -957,7 +1042,8 @@ func TestClip(t *testing.T) {
 }
 
 // finish_only (the request ran out of time) finishes the stop under way —
-// its preStop hook included — and starts no other.
+// its preStop hook included — and starts no other. (Ordered, so that
+// side's stop has not started when the deadline comes.)
 func TestRecreateFinishOnly(t *testing.T) {
 	e := newRecreateEnv(t, false)
 	app, side := e.running("app"), e.running("side")
@@ -965,6 +1051,7 @@ func TestRecreateFinishOnly(t *testing.T) {
 	hook := newBlockingExec(t)
 	e.f.OnExec(hook.exec)
 	spec := e.spec(app, side)
+	spec.Ordered = true
 	spec.Containers[0].PreStop = &nodeworkv1.PreStopHook{Action: &nodeworkv1.PreStopHook_Exec{Exec: &nodeworkv1.ExecAction{Command: []string{"drain"}}}}
 	r := e.start()
 	item := recreateItem("crr", 1, spec)
