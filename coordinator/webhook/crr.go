@@ -304,7 +304,11 @@ func checkCRRPod(pod *corev1.Pod) string {
 	case pod.Status.Phase == corev1.PodRunning || sidecarTerminated(pod):
 		return ""
 	case pod.Status.Phase == corev1.PodPending || pod.Status.Phase == "":
-		return fmt.Sprintf("spec.podName: pod %q is Pending, not Running; create the request once the pod is running", pod.Name)
+		// As in OpenKruise: a scheduled, active pod may still be Pending
+		// (a container in its postStart hook, say); the request is
+		// accepted if every named container has a containerID, which
+		// fillCRRContainers checks.
+		return ""
 	default:
 		return fmt.Sprintf("spec.podName: pod %q is %s, not Running; only the containers of a running pod can be recreated", pod.Name, pod.Status.Phase)
 	}
@@ -357,7 +361,7 @@ func fillCRRContainers(containers []v1alpha1.ContainerRecreateRequestContainer, 
 			}
 		}
 		if status == nil || status.ContainerID == "" {
-			problems = append(problems, fmt.Sprintf("spec.containers[%d].name: container %q of pod %q has not been started (no containerID in the pod's status); create the request once it has started",
+			problems = append(problems, fmt.Sprintf("spec.containers[%d].name: container %q of pod %q is not initialized (no containerID in the pod's status); create the request once it has started",
 				i, c.Name, pod.Name))
 			continue
 		}

@@ -240,12 +240,15 @@ func TestCRRMutateRejects(t *testing.T) {
 		{name: "pod not scheduled",
 			pod:  func(p *corev1.Pod) { p.Spec.NodeName, p.Status.Phase = "", corev1.PodPending },
 			want: `spec.podName: pod "web-0" is not scheduled to a node yet; create the request once the pod is running`},
-		{name: "pod pending on a node",
-			pod:  func(p *corev1.Pod) { p.Status.Phase = corev1.PodPending },
-			want: `spec.podName: pod "web-0" is Pending, not Running; create the request once the pod is running`},
-		{name: "pod without phase",
-			pod:  func(p *corev1.Pod) { p.Status.Phase = "" },
-			want: `spec.podName: pod "web-0" is Pending, not Running; create the request once the pod is running`},
+		{name: "pod pending on a node, a container without containerID",
+			pod: func(p *corev1.Pod) {
+				p.Status.Phase = corev1.PodPending
+				p.Status.ContainerStatuses[0].ContainerID = ""
+			},
+			want: `spec.containers[0].name: container "app" of pod "web-0" is not initialized (no containerID in the pod's status); create the request once it has started`},
+		{name: "pod without phase, no container statuses",
+			pod:  func(p *corev1.Pod) { p.Status.Phase, p.Status.ContainerStatuses = "", nil },
+			want: `spec.containers[0].name: container "app" of pod "web-0" is not initialized (no containerID in the pod's status); create the request once it has started`},
 		{name: "pod succeeded",
 			pod:  func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded },
 			want: `spec.podName: pod "web-0" is Succeeded, not Running; only the containers of a running pod can be recreated`},
@@ -267,10 +270,10 @@ func TestCRRMutateRejects(t *testing.T) {
 			want: `spec.containers[0].name: "init" is an init container of pod "web-0"; only regular containers can be recreated (its containers: app, sidecar)`},
 		{name: "container without status",
 			pod:  func(p *corev1.Pod) { p.Status.ContainerStatuses = p.Status.ContainerStatuses[1:] },
-			want: `spec.containers[0].name: container "app" of pod "web-0" has not been started (no containerID in the pod's status); create the request once it has started`},
+			want: `spec.containers[0].name: container "app" of pod "web-0" is not initialized (no containerID in the pod's status); create the request once it has started`},
 		{name: "container without containerID",
 			pod:  func(p *corev1.Pod) { p.Status.ContainerStatuses[0].ContainerID = "" },
-			want: `spec.containers[0].name: container "app" of pod "web-0" has not been started (no containerID in the pod's status); create the request once it has started`},
+			want: `spec.containers[0].name: container "app" of pod "web-0" is not initialized (no containerID in the pod's status); create the request once it has started`},
 		{name: "several problems at once",
 			crr: func(c *v1alpha1.ContainerRecreateRequest) {
 				c.Spec.Containers = []v1alpha1.ContainerRecreateRequestContainer{{Name: "foo"}, {Name: "foo"}}
@@ -509,6 +512,25 @@ func TestCRRMutateSidecarTerminated(t *testing.T) {
 		requireDenied(t, resp, http.StatusUnprocessableEntity,
 			`spec.podName: pod "web-0" is not scheduled to a node yet; create the request once the pod is running`)
 	})
+}
+
+// TestCRRMutatePendingPod: as in OpenKruise, a scheduled, active pod whose
+// phase is still Pending (a container in its postStart hook) is accepted
+// when every named container has a containerID; the rows refusing it
+// otherwise are in TestCRRMutateRejects.
+func TestCRRMutatePendingPod(t *testing.T) {
+	for _, phase := range []corev1.PodPhase{corev1.PodPending, ""} {
+		t.Run("phase "+string(phase), func(t *testing.T) {
+			pod := testPod()
+			pod.Status.Phase = phase
+			crr := testCRR()
+			crr.Spec.Containers = []v1alpha1.ContainerRecreateRequestContainer{{Name: "app"}, {Name: "sidecar"}}
+			got := mutate(t, NewCRRAdmission(&fakePods{pods: []*corev1.Pod{pod}}), crr)
+			require.Equal(t, "node-1", got.Labels[wellknown.LabelCRRNodeName])
+			require.Equal(t, pod.Status.ContainerStatuses[0].ContainerID, got.Spec.Containers[0].StatusContext.ContainerID)
+			require.Equal(t, pod.Status.ContainerStatuses[1].ContainerID, got.Spec.Containers[1].StatusContext.ContainerID)
+		})
+	}
 }
 
 func TestCRRMutateOtherOperations(t *testing.T) {
