@@ -42,6 +42,7 @@ import (
 	"github.com/shoal-io/shoal/coordinator/imagelistpull"
 	"github.com/shoal-io/shoal/coordinator/imagepull"
 	"github.com/shoal-io/shoal/coordinator/imagepull/pullview"
+	"github.com/shoal-io/shoal/coordinator/podreadiness"
 	"github.com/shoal-io/shoal/coordinator/recreate"
 	"github.com/shoal-io/shoal/coordinator/statuswriter"
 	"github.com/shoal-io/shoal/coordinator/testwork"
@@ -81,6 +82,11 @@ type Options struct {
 	AgentServiceAccount string
 	// EnableTestWork turns on the test-only noop work source.
 	EnableTestWork bool
+	// KruisePodReadinessGate is OpenKruise's option of the same name: the
+	// pod webhook (PodMutatePath, registered by the optional
+	// MutatingWebhookConfiguration shoal-pods) adds the KruisePodReady
+	// readiness gate to every pod created. Off by default.
+	KruisePodReadinessGate bool
 	// Profiling serves Go's runtime profiles under /debug/pprof/ on MetricsAddr.
 	Profiling bool
 	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election.
@@ -158,6 +164,12 @@ func Run(ctx context.Context, o Options) error {
 	}
 	synced = append(synced, crrs.HasSynced)
 
+	readiness, err := podreadiness.New(podreadiness.Options{Client: client, Pods: podInformer, IsLeader: isLeader, Registerer: reg})
+	if err != nil {
+		return err
+	}
+	synced = append(synced, readiness.HasSynced)
+
 	pulls, err := imagepull.New(imagepull.Options{
 		Client: client, Shoal: shoal,
 		Jobs: shoalInformers.Apps().V1alpha1().ImagePullJobs().Informer(), Nodes: nodeInformer, Pods: podInformer,
@@ -208,6 +220,7 @@ func Run(ctx context.Context, o Options) error {
 	hooks.Handle(webhook.ImagePullJobValidatePath, webhook.ValidateImagePullJob)
 	hooks.Handle(webhook.ImageListPullJobMutatePath, webhook.MutateImageListPullJob)
 	hooks.Handle(webhook.ImageListPullJobValidatePath, webhook.ValidateImageListPullJob)
+	hooks.Handle(webhook.PodMutatePath, webhook.PodReadinessGate(o.KruisePodReadinessGate))
 
 	var informersSynced atomic.Bool
 	ready := func() error {
@@ -235,6 +248,7 @@ func Run(ctx context.Context, o Options) error {
 	g.Go(func() error { return certManager.Run(ctx) })
 	g.Go(func() error { return writer.Run(ctx) })
 	g.Go(func() error { return crrs.Run(ctx) })
+	g.Go(func() error { return readiness.Run(ctx) })
 	g.Go(func() error { return pulls.Run(ctx) })
 	g.Go(func() error { return lists.Run(ctx) })
 	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
@@ -289,6 +303,7 @@ func Run(ctx context.Context, o Options) error {
 			}
 			labelLeader(ctx, client, o, true)
 			crrs.Resync()
+			readiness.Resync()
 			pulls.Resync()
 			lists.Resync()
 		}, func() {

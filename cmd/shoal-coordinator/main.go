@@ -41,6 +41,9 @@ func run(ctx context.Context, args []string) error {
 	fs.StringVar(&o.AgentAudience, "agent-audience", "shoal-coordinator", "audience of the agents' projected tokens")
 	fs.StringVar(&o.AgentServiceAccount, "agent-service-account", "shoal-system:shoal-agent", "namespace:name of the agents' ServiceAccount")
 	fs.BoolVar(&o.EnableTestWork, "enable-test-work", false, "turn labelled ConfigMaps into test-only noop work (e2e tests)")
+	fs.BoolVar(&o.KruisePodReadinessGate, "kruise-pod-readiness-gate", envOr("SHOAL_KRUISE_POD_READINESS_GATE", "") == "true",
+		"add the KruisePodReady readiness gate to every pod created (OpenKruise's KruisePodReadinessGate; env SHOAL_KRUISE_POD_READINESS_GATE=true; "+
+			"needs the shoal-pods webhook of deploy/components/kruise-pod-readiness-gate)")
 	fs.BoolVar(&o.Profiling, "profiling", false, "serve Go runtime profiles under /debug/pprof/ on --metrics-addr (unauthenticated)")
 	fs.DurationVar(&o.LeaseDuration, "leader-lease-duration", 15*time.Second, "leader lease duration")
 	fs.DurationVar(&o.RenewDeadline, "leader-renew-deadline", 10*time.Second, "leader renew deadline")

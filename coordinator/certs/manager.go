@@ -29,7 +29,8 @@ type Manager struct {
 	Interval time.Duration
 	// ValidatingWebhooks and MutatingWebhooks name the webhook
 	// configurations whose caBundle the leader keeps current; NewManager
-	// sets DefaultValidatingWebhook and DefaultMutatingWebhook.
+	// sets DefaultValidatingWebhook, DefaultMutatingWebhook and
+	// PodMutatingWebhook.
 	ValidatingWebhooks []string
 	// MutatingWebhooks: see ValidatingWebhooks.
 	MutatingWebhooks []string
@@ -57,7 +58,7 @@ func NewManager(a *Authority, isLeader func() bool, reg prometheus.Registerer) (
 		Authority:          a,
 		IsLeader:           isLeader,
 		ValidatingWebhooks: []string{DefaultValidatingWebhook},
-		MutatingWebhooks:   []string{DefaultMutatingWebhook},
+		MutatingWebhooks:   []string{DefaultMutatingWebhook, PodMutatingWebhook},
 		MeshKeySecret:      MeshKeySecretName,
 		ready:              make(chan struct{}),
 	}

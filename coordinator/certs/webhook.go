@@ -22,6 +22,10 @@ const (
 	// DefaultMutatingWebhook is the coordinator's
 	// MutatingWebhookConfiguration.
 	DefaultMutatingWebhook = "shoal-mutating"
+	// PodMutatingWebhook is the optional MutatingWebhookConfiguration for
+	// pods (deploy/components/kruise-pod-readiness-gate); skipped while it
+	// is not installed.
+	PodMutatingWebhook = "shoal-pods"
 )
 
 // PatchWebhookCABundles sets clientConfig.caBundle to bundlePEM on every
