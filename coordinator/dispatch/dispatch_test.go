@@ -336,3 +336,63 @@ func TestRefusals(t *testing.T) {
 	startAgent(t, h.addr, "node-1", "t1", t.TempDir())
 	waitReport(t, store, "node-1", "ok", phase(nodeworkv1.Phase_PHASE_SUCCEEDED))
 }
+
+// slowTokens is tokens whose Authenticate tells started and then waits
+// for release: an apiserver that is slow to answer a TokenReview.
+type slowTokens struct {
+	tokens
+	started, release chan struct{}
+}
+
+func (s slowTokens) Authenticate(ctx context.Context, token string) (auth.Identity, error) {
+	close(s.started)
+	<-s.release
+	return s.tokens.Authenticate(ctx, token)
+}
+
+// TestLeaseLostDuringSetup: a stream that passed the leader check, then
+// waited on authentication while the replica lost its lease (and
+// Disconnect ended the sessions it had), is refused, not kept: otherwise
+// the agent's reports would go to a standby for good.
+func TestLeaseLostDuringSetup(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	var mu sync.Mutex
+	leader := true
+	isLeader := func() bool { mu.Lock(); defer mu.Unlock(); return leader }
+	slow := slowTokens{tokens: tokens{"t1": "node-1"}, started: make(chan struct{}), release: make(chan struct{})}
+	srv := dispatch.NewServer(dispatch.ServerOptions{Store: dispatch.NewStore(), Auth: slow, IsLeader: isLeader, Name: "test", HelloTimeout: 5 * time.Second})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, lis, nil) }()
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+
+	conn, stream := rawStream(t, lis.Addr().String(), "t1")
+	defer func() { _ = conn.Close() }()
+	require.NoError(t, stream.Send(helloMsg(1, "node-1")))
+	<-slow.started // past the leader check, authenticating
+
+	mu.Lock()
+	leader = false
+	mu.Unlock()
+	srv.Disconnect(dispatch.ErrNotLeader) // what stepping down does
+	close(slow.release)
+
+	ended := make(chan error, 1)
+	go func() {
+		var err error
+		for err == nil {
+			_, err = stream.Recv()
+		}
+		ended <- err
+	}()
+	var recvErr error
+	select {
+	case recvErr = <-ended:
+	case <-time.After(10 * time.Second):
+		require.FailNow(t, "a replica that lost its lease kept the stream")
+	}
+	require.Equal(t, codes.Unavailable, status.Code(recvErr), "got %v", recvErr)
+	require.Contains(t, status.Convert(recvErr).Message(), "no longer the leader")
+}

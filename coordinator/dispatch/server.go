@@ -226,9 +226,13 @@ func (s *Server) Connect(stream nodeworkv1.NodeWork_ConnectServer) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	info := AgentInfo{Node: id.NodeName, Pod: id.PodName, MeshAddress: hello.GetMeshAddress(), Capabilities: hello.GetCapabilities(), ConnectedAt: time.Now()}
-	me, peers, reconnect := s.register(info, cancel)
-	if me == nil {
-		return status.Error(codes.Unavailable, errShutdown.Error())
+	me, peers, reconnect, err := s.register(info, cancel)
+	if err != nil {
+		if errors.Is(err, ErrNotLeader) {
+			s.metrics.refused("not_leader")
+			log.Info("Refused agent stream", "reason", "lost the lease while the stream was being set up")
+		}
+		return status.Error(codes.Unavailable, err.Error())
 	}
 	defer s.unregister(me)
 	s.metrics.accepted(reconnect)
@@ -360,11 +364,20 @@ func (s *Server) receive(ctx context.Context, stream nodeworkv1.NodeWork_Connect
 
 // register records a session, ending any older one for the node, and
 // returns bootstrap peers for the mesh.
-func (s *Server) register(info AgentInfo, cancel context.CancelCauseFunc) (me *session, peers []*nodeworkv1.Peer, reconnect bool) {
+// register adds the session of a new stream. It checks leadership again,
+// under the lock Disconnect takes: a replica that lost the lease while the
+// stream was being set up (authentication can take seconds when the
+// apiserver is hard to reach, which is often why the lease was lost) would
+// otherwise keep a session Disconnect has already passed, and the agent's
+// reports would go to a standby for good.
+func (s *Server) register(info AgentInfo, cancel context.CancelCauseFunc) (me *session, peers []*nodeworkv1.Peer, reconnect bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing {
-		return nil, nil, false
+		return nil, nil, false, errShutdown
+	}
+	if !s.opts.IsLeader() {
+		return nil, nil, false, ErrNotLeader
 	}
 	if old := s.sessions[info.Node]; old != nil {
 		old.cancel(errReplaced)
@@ -382,7 +395,7 @@ func (s *Server) register(info AgentInfo, cancel context.CancelCauseFunc) (me *s
 	if len(peers) > maxBootstrapPeers {
 		peers = peers[:maxBootstrapPeers]
 	}
-	return me, peers, reconnect
+	return me, peers, reconnect, nil
 }
 
 // maxBootstrapPeers is how many peers an agent gets to join through.
