@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make bench-crr`: ContainerRecreateRequest latency on the local cluster
 # (test/bench/crr): 20 requests one after another, create -> Completed p50
-# and p95 against issue 5's goals, with the coordinator's stage breakdown,
+# and p95 against issue 17's goals (800 ms, 1.2 s), with the coordinator's stage breakdown,
 # and one "RESULT bench=crr ..." line. Needs the cluster running Shoal
 # (make up); SHOAL_BENCH_CRRS=N times N requests instead.
 set -euo pipefail
