@@ -45,7 +45,9 @@ build: ## Compile everything for linux/amd64, arm64 and arm/v7 (CGO off); binari
 
 test: test-unit test-e2e ## Run every test (the README's test command).
 
-test-unit: ## Unit and in-process tests, with the race detector (results in .cache/test-results/).
+test-unit: $(SHOAL_CLUSTER) ## Unit and in-process tests, with the race detector (results in .cache/test-results/).
+	@# Some run a real containerd or build the test images: the cluster's Debian packages first.
+	$(SHOAL_CLUSTER) packages
 	$(STAGE) unit hack/gotest.sh unit -race -count=1 ./...
 	$(STAGE) "unit (bench tag)" hack/gotest.sh unit-bench -race -count=1 -tags bench -skip 'Benchmark$$' ./test/bench/p2p/
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what `make test` and `make verify` need on a fresh Debian machine:
-# a C compiler (the race detector needs cgo) and Go >= the version in go.mod.
+# a C compiler (the race detector needs cgo), Go >= the version in go.mod,
+# and the local cluster's Debian packages.
 # Go tools (code generators, linters) are pinned in hack/tools/go.mod and
 # fetched by `go tool` from the module proxy on first use.
 set -euo pipefail
@@ -24,3 +25,9 @@ fi
 # A Go >= 1.21 fetches the toolchain go.mod asks for from the module proxy
 # (GOTOOLCHAIN=auto), so an older local Go is fine.
 go version
+
+# The local cluster's Debian packages (containerd, runc, CNI plugins,
+# busybox-static, ...): the unit tests that run a real containerd or build
+# the test images need them too, and they run before the cluster is up.
+cd "$(dirname "$0")/.."
+go run ./cmd/shoal-cluster packages

@@ -22,6 +22,7 @@ import (
 
 const usage = `usage: shoal-cluster COMMAND [ARGS]
 
+  packages                        install the Debian packages the cluster needs (containerd, runc, CNI, ...)
   up [--nodes N]                  start the cluster (default 3 nodes); idempotent
   down                            stop it and remove everything it made; idempotent
   env                             print export lines for a shell (eval "$(shoal-cluster env)")
@@ -72,6 +73,10 @@ func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	nodes := fs.Int("nodes", nodeCount(root), "number of worker nodes")
 	switch cmd {
+	case "packages":
+		// Also what the unit tests that run a real containerd need:
+		// hack/install-deps.sh calls this before any test runs.
+		return cluster.EnsurePackages(ctx, os.Stdout)
 	case "up":
 		if err := fs.Parse(rest); err != nil {
 			return err
