@@ -310,6 +310,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	in.dispatchedAt = c.dispatched[id]
 	c.mu.Unlock()
 	if node != "" {
+		in.placed = true
 		_, in.report = c.o.Store.Item(node, id)
 	}
 	if crr.DeletionTimestamp != nil {

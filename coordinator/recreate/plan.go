@@ -49,6 +49,9 @@ type input struct {
 	queue []*v1alpha1.ContainerRecreateRequest
 	// report is the node's latest report on crr's work item, nil if none.
 	report *nodeworkv1.WorkReport
+	// placed says crr's work item is in the store for a node now (it may
+	// have no report yet).
+	placed bool
 	// dispatchedAt is when crr's work was first handed to its node; zero
 	// if it was not.
 	dispatchedAt time.Time
@@ -87,8 +90,12 @@ func decide(in input) plan {
 	// finishOnly keeps a request that ran out of time on its node until a
 	// stop already under way is done (the node then reports a final
 	// phase), and keeps its states current, as OpenKruise's daemon does.
+	// Work that is not on a node (never sent, or dropped once the node
+	// reported a final phase, which also drops the report) is not sent
+	// again: nothing of it can be under way, and a second run would
+	// report states it never saw.
 	finishOnly := func() {
-		if !podLive || terminal(in.report) {
+		if !podLive || terminal(in.report) || !in.placed {
 			p.spec = nil
 			return
 		}

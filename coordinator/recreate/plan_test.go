@@ -89,6 +89,7 @@ func TestDecide(t *testing.T) {
 			want{phase: "Pending", states: pending, dispatch: true, requeue: 20 * time.Second}},
 		{"deadline passed keeps the node's states", func(in *input) {
 			in.crr.Spec.ActiveDeadlineSeconds = ptr.To[int64](3)
+			in.placed = true
 			in.report = report(nodeworkv1.Phase_PHASE_RUNNING, state("app", nodeworkv1.RecreatePhase_RECREATE_PHASE_RECREATING, true))
 		}, want{phase: "Completed", message: msgDeadline, dispatch: true, states: []v1alpha1.ContainerRecreateRequestContainerRecreateState{
 			{Name: "app", Phase: "Recreating", IsKilled: true}, {Name: "sidecar", Phase: "Pending"}}}},
@@ -193,7 +194,7 @@ func TestDecideAfterDeadline(t *testing.T) {
 	crr.Spec.ActiveDeadlineSeconds = ptr.To[int64](3)
 	crr.Status = v1alpha1.ContainerRecreateRequestStatus{Phase: v1alpha1.ContainerRecreateRequestCompleted, Message: msgDeadline,
 		CompletionTime: ptr.To(metav1.NewTime(t0.Add(-50 * time.Second)))}
-	in := input{crr: crr, pod: testPod(), now: t0}
+	in := input{crr: crr, pod: testPod(), now: t0, placed: true}
 
 	p := decide(in)
 	require.NotNil(t, p.spec, "no report yet: still on the node")
@@ -207,6 +208,12 @@ func TestDecideAfterDeadline(t *testing.T) {
 	require.Equal(t, []v1alpha1.ContainerRecreateRequestContainerRecreateState{
 		{Name: "app", Phase: "Recreating", IsKilled: true}, {Name: "sidecar", Phase: "Pending"}}, p.status.ContainerRecreateStates)
 
+	// Dropped after the final report (which goes with it): not sent again,
+	// or a second run would report states it never saw.
+	in.report, in.placed = nil, false
+	require.Nil(t, decide(in).spec, "done on the node: not sent again")
+
+	in.placed = true
 	in.report, in.pod = nil, nil
 	require.Nil(t, decide(in).spec, "pod gone: nothing left to finish")
 }
