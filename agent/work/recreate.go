@@ -451,7 +451,9 @@ func (x *recreateRun) observe(cs []cri.Container) {
 			cp.Message = withPreStopNote("stopped; waiting for the kubelet to start it again", cp)
 		case cur.State == cri.ContainerRunning || x.spec.GetForce():
 			cp.Phase, cp.RestartCount = recreatePending, count
-			if cp.KillStartedAt == nil {
+			if cp.KillStartedAt == nil && x.kills[i] == nil {
+				// Not while this run waits on another request's kill of
+				// it: that message says so.
 				cp.Message = ""
 			}
 			x.killable[i] = true
