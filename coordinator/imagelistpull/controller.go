@@ -115,10 +115,9 @@ func New(o Options) (*Controller, error) {
 		o.Clock = clock.RealClock{}
 	}
 	c := &Controller{
-		o:     o,
-		clock: o.Clock,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "imagelistpulljob", Clock: o.Clock}),
+		o:      o,
+		clock:  o.Clock,
+		queue:  syncloop.NewQueue("imagelistpulljob", o.Clock),
 		lists:  o.Lists.GetIndexer(),
 		jobs:   o.Jobs.GetIndexer(),
 		warned: map[string]map[types.UID]string{},

@@ -183,10 +183,9 @@ func New(o Options) (*Controller, error) {
 		o.IsLeader = func() bool { return true }
 	}
 	c := &Controller{
-		o:     o,
-		clock: o.Clock,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "imagepulljob", Clock: o.Clock}),
+		o:           o,
+		clock:       o.Clock,
+		queue:       syncloop.NewQueue("imagepulljob", o.Clock),
 		jobs:        o.Jobs.GetIndexer(),
 		nodes:       o.Nodes.GetIndexer(),
 		pods:        o.Pods.GetIndexer(),

@@ -27,7 +27,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -53,7 +52,6 @@ type Options struct {
 // readiness gate and no such condition.
 type Controller struct {
 	o       Options
-	clock   clock.Clock
 	queue   syncloop.Queue
 	pods    cache.Indexer
 	podsReg cache.ResourceEventHandlerRegistration
@@ -67,10 +65,8 @@ func New(o Options) (*Controller, error) {
 	}
 	c := &Controller{
 		o:     o,
-		clock: o.Clock,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "podreadiness"}),
-		pods: o.Pods.GetIndexer(),
+		queue: syncloop.NewQueue("podreadiness", nil),
+		pods:  o.Pods.GetIndexer(),
 		added: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "shoal_coordinator_pod_readiness_conditions_added_total",
 			Help: "KruisePodReady conditions added (True) to pods with the KruisePodReady readiness gate that had none.",
@@ -160,7 +156,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		"status": map[string]any{"conditions": []corev1.PodCondition{{
 			Type:               wellknown.ConditionKruisePodReady,
 			Status:             corev1.ConditionTrue,
-			LastTransitionTime: metav1.NewTime(c.clock.Now()),
+			LastTransitionTime: metav1.NewTime(c.o.Clock.Now()),
 		}}},
 	})
 	if err != nil {

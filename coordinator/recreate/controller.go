@@ -98,10 +98,9 @@ func New(o Options) (*Controller, error) {
 		o.Clock = clock.RealClock{}
 	}
 	c := &Controller{
-		o:     o,
-		clock: o.Clock,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "containerrecreaterequest"}),
+		o:          o,
+		clock:      o.Clock,
+		queue:      syncloop.NewQueue("containerrecreaterequest", nil),
 		requests:   o.Requests.GetIndexer(),
 		pods:       o.Pods.GetIndexer(),
 		nodes:      map[string]string{},

@@ -13,10 +13,19 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 )
 
 // Queue is a controller's work queue of namespace/name keys.
 type Queue = workqueue.TypedRateLimitingInterface[string]
+
+// NewQueue returns a controller's work queue named name (the name of its
+// metrics) with client-go's default controller rate limiter; clk drives
+// its delays, nil meaning the real clock.
+func NewQueue(name string, clk clock.WithTicker) Queue {
+	return workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: name, Clock: clk})
+}
 
 // SyncFunc handles one key. A positive after asks for the key again that
 // much later; an error retries it with the queue's backoff.
