@@ -129,15 +129,14 @@ type containerProgress struct {
 	Name string `json:"name"`
 	// ContainerID is the instance to recreate: the CRI id from the spec's
 	// container_id, without the runtime prefix, or, with force, the
-	// instance that ran when the request first looked (see Retargeted).
+	// instance that ran when the request first looked (see SpecContainerID).
 	ContainerID string `json:"containerId"`
 	Phase       string `json:"phase"`
 	Message     string `json:"message,omitempty"`
 	IsKilled    bool   `json:"isKilled,omitempty"`
-	// Retargeted is set when force moved ContainerID from the spec's
-	// instance (SpecContainerID, restart count in the spec) to the
+	// SpecContainerID is set when force moved ContainerID from the
+	// spec's instance (this one, restart count in the spec) to the
 	// instance running then (TargetRestartCount).
-	Retargeted         bool   `json:"retargeted,omitempty"`
 	SpecContainerID    string `json:"specContainerId,omitempty"`
 	TargetRestartCount int32  `json:"targetRestartCount,omitempty"`
 	// NewContainerID is the CRI id of the instance that replaced it.
@@ -162,12 +161,25 @@ func (c *containerProgress) done() bool {
 	return c.Phase == recreateSucceeded || c.Phase == recreateFailed
 }
 
+// retargeted reports whether force moved ContainerID off the spec's
+// instance.
+func (c *containerProgress) retargeted() bool { return c.SpecContainerID != "" }
+
 // specID is the CRI id of the instance the spec names.
 func (c *containerProgress) specID() string {
-	if c.Retargeted {
+	if c.retargeted() {
 		return c.SpecContainerID
 	}
 	return c.ContainerID
+}
+
+// baseRestartCount is the restart count of the instance to recreate;
+// specCount is the spec's.
+func (c *containerProgress) baseRestartCount(specCount int32) int32 {
+	if c.retargeted() {
+		return c.TargetRestartCount
+	}
+	return specCount
 }
 
 // retarget makes the instance cur (restart count count), running now,
@@ -176,8 +188,8 @@ func (c *containerProgress) specID() string {
 // made (it may still name the instance before, while the kubelet runs a
 // postStart hook and does not update the pod's status).
 func (c *containerProgress) retarget(cur *cri.Container, count int32) {
-	if !c.Retargeted {
-		c.Retargeted, c.SpecContainerID = true, c.ContainerID
+	if !c.retargeted() {
+		c.SpecContainerID = c.ContainerID
 	}
 	c.ContainerID, c.TargetRestartCount = cur.ID, count
 	c.NewContainerID, c.RunningID, c.RunningSince = "", "", nil
@@ -209,7 +221,7 @@ func (r *Recreate) Run(ctx context.Context, t *Task) error {
 	}
 	n := len(spec.GetContainers())
 	x := &recreateRun{r: r, t: t, spec: spec, log: klog.FromContext(ctx), killable: make([]bool, n),
-		kills: map[int]*killJob{}, killDone: make(chan int, n)}
+		kills: map[int]*killJob{}, killEnded: make(chan struct{}, 1)}
 	x.prog = r.resume(t, spec, x.log)
 	x.prog.Starts++
 	if err := x.save(x.summary()); err != nil {
@@ -312,9 +324,9 @@ type recreateRun struct {
 	savedMsg string
 
 	// kills are the kills this Run waits for, by container index;
-	// killDone receives an index when its kill has ended.
-	kills    map[int]*killJob
-	killDone chan int
+	// killEnded wakes wait when one of them has ended.
+	kills     map[int]*killJob
+	killEnded chan struct{}
 }
 
 // save persists the progress and the report built from it, if either
@@ -400,8 +412,7 @@ func (x *recreateRun) wait(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
-	case i := <-x.killDone:
-		x.killDone <- i // collectKills takes it
+	case <-x.killEnded:
 		return nil
 	case <-timer.C:
 		return nil
@@ -430,12 +441,8 @@ func (x *recreateRun) observe(cs []cri.Container) {
 				"container", c.GetName(), "named", cp.ContainerID, "running", cur.ID)
 			cp.retarget(cur, count)
 		}
-		base := c.GetRestartCount()
-		if cp.Retargeted {
-			base = cp.TargetRestartCount
-		}
 		switch {
-		case cur.ID != cp.ContainerID || count > base:
+		case cur.ID != cp.ContainerID || count > cp.baseRestartCount(c.GetRestartCount()):
 			x.observeNew(i, cur, count, now)
 		case cur.State == cri.ContainerExited:
 			// isKilled: only if this request's kill was under way (its
@@ -621,7 +628,10 @@ func (x *recreateRun) startKill(ctx context.Context, rt *cri.Runtime, i int) err
 	go func() {
 		select {
 		case <-job.done:
-			x.killDone <- i // buffered for every container: never blocks
+			select {
+			case x.killEnded <- struct{}{}:
+			default: // a wake-up is pending already
+			}
 		case <-ctx.Done(): // the kill goes on; the next Run collects it
 		}
 	}()
@@ -631,14 +641,18 @@ func (x *recreateRun) startKill(ctx context.Context, rt *cri.Runtime, i int) err
 // collectKills records the results of the kills that have ended and saves
 // the progress if any did.
 func (x *recreateRun) collectKills() error {
-	if len(x.killDone) == 0 {
-		return nil
+	ended := false
+	for i, job := range x.kills {
+		select {
+		case <-job.done:
+			x.collectKill(i, job)
+			delete(x.kills, i)
+			ended = true
+		default:
+		}
 	}
-	// Only this Run's goroutine receives from killDone.
-	for len(x.killDone) > 0 {
-		i := <-x.killDone
-		x.collectKill(i, x.kills[i])
-		delete(x.kills, i)
+	if !ended {
+		return nil
 	}
 	return x.save(x.summary())
 }

@@ -398,7 +398,6 @@ func TestRecreateForceRetargetsTheRunningInstance(t *testing.T) {
 			require.Equal(t, "containerd://"+latest.ID, st.GetNewContainerId())
 			require.EqualValues(t, 2, st.GetRestartCount())
 			p := progressOf(t, r, item.GetId())
-			require.True(t, p.Containers[0].Retargeted)
 			require.Equal(t, app.ID, p.Containers[0].SpecContainerID)
 		})
 	}
