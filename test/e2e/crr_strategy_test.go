@@ -18,10 +18,10 @@ import (
 	"github.com/shoal-io/shoal/test/e2e/framework"
 )
 
-// busyboxCRRPod is a pod of busybox containers running script, each with
-// a grace period of 30 s; the shell as PID 1 ignores SIGTERM, so a stop
-// takes the whole grace the request gives it.
-func busyboxCRRPod(f *framework.Framework, name, script string, containers ...string) *corev1.Pod {
+// busyboxCRRPod is a pod of busybox containers that loop in a shell, with
+// an emptyDir at /marks and a grace period of 30 s; the shell as PID 1
+// ignores SIGTERM, so a stop takes the whole grace the request gives it.
+func busyboxCRRPod(f *framework.Framework, name string, containers ...string) *corev1.Pod {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": name}},
 		Spec: corev1.PodSpec{
@@ -31,7 +31,7 @@ func busyboxCRRPod(f *framework.Framework, name, script string, containers ...st
 	}
 	for _, c := range containers {
 		pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{
-			Name: c, Image: f.Image("busybox:latest"), Command: []string{"sh", "-c", script},
+			Name: c, Image: f.Image("busybox:latest"), Command: []string{"sh", "-c", "while true; do sleep 1; done"},
 			VolumeMounts: []corev1.VolumeMount{{Name: "marks", MountPath: "/marks"}},
 		})
 	}
@@ -52,14 +52,11 @@ func TestCRRForceRecreateStartingContainer(t *testing.T) {
 			f := newFramework(t)
 			ctx := t.Context()
 			// postStart sleeps 20 s on every start but the first.
-			pod := busyboxCRRPod(f, "web", "while true; do sleep 1; done", "app")
+			pod := busyboxCRRPod(f, "web", "app")
 			pod.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PostStart: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{
 				Command: []string{"sh", "-c", "if [ -e /marks/started ]; then sleep 20; else touch /marks/started; fi"},
 			}}}
-			_, err := f.Kube.CoreV1().Pods(f.Namespace).Create(ctx, pod, metav1.CreateOptions{})
-			require.NoError(t, err)
-			_, err = f.WaitForPodsReady(ctx, f.Namespace, "app=web", 1, podStartTimeout)
-			require.NoError(t, err)
+			runPod(ctx, t, f, pod)
 
 			first := newCRR("first", "web", "app")
 			first.Spec.Strategy.TerminationGracePeriodSeconds = ptr.To[int64](1)
@@ -84,7 +81,7 @@ func TestCRRForceRecreateStartingContainer(t *testing.T) {
 				want = 2
 			}
 			var last corev1.ContainerStatus
-			err = framework.WaitFor(ctx, 90*time.Second, func(ctx context.Context) (bool, error) {
+			err := framework.WaitFor(ctx, 90*time.Second, func(ctx context.Context) (bool, error) {
 				p, err := f.Kube.CoreV1().Pods(f.Namespace).Get(ctx, "web", metav1.GetOptions{})
 				if err != nil {
 					return false, err
@@ -114,21 +111,17 @@ func TestCRRKruisePodReadyGate(t *testing.T) {
 	t.Parallel()
 	f := newFramework(t)
 	ctx := t.Context()
-	pod := crrPod(f, "web", func(p *corev1.Pod) {
+	pod := startCRRPod(ctx, t, f, "web", func(p *corev1.Pod) {
 		p.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: wellknown.ReadinessGateKruisePodReady}}
 	})
-	_, err := f.Kube.CoreV1().Pods(f.Namespace).Create(ctx, pod, metav1.CreateOptions{})
-	require.NoError(t, err)
-	pods, err := f.WaitForPodsReady(ctx, f.Namespace, "app=web", 1, podStartTimeout)
-	require.NoError(t, err)
-	containersReady := condition(&pods[0], corev1.ContainersReady)
-	ready := condition(&pods[0], corev1.PodReady)
+	containersReady := condition(pod, corev1.ContainersReady)
+	ready := condition(pod, corev1.PodReady)
 	require.NotNil(t, containersReady)
 	require.NotNil(t, ready)
 	lag := ready.LastTransitionTime.Sub(containersReady.LastTransitionTime.Time)
 	t.Logf("Ready %s after ContainersReady", lag)
 	require.LessOrEqual(t, lag, 5*time.Second, "Ready within 5 s of the containers")
-	require.Equal(t, corev1.ConditionTrue, condition(&pods[0], wellknown.ConditionKruisePodReady).Status)
+	require.Equal(t, corev1.ConditionTrue, condition(pod, wellknown.ConditionKruisePodReady).Status)
 
 	// Seed 001's strategy block.
 	crr := newCRR("recreate", "web", "app")
@@ -143,7 +136,7 @@ func TestCRRKruisePodReadyGate(t *testing.T) {
 	createCRR(ctx, t, f, crr)
 
 	var unreadyAt time.Time
-	err = framework.WaitFor(ctx, 10*time.Second, func(ctx context.Context) (bool, error) {
+	err := framework.WaitFor(ctx, 10*time.Second, func(ctx context.Context) (bool, error) {
 		p, err := f.Kube.CoreV1().Pods(f.Namespace).Get(ctx, "web", metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -187,11 +180,7 @@ func TestCRRUnorderedStopsTogether(t *testing.T) {
 			t.Parallel()
 			f := newFramework(t)
 			ctx := t.Context()
-			pod := busyboxCRRPod(f, "web", "while true; do sleep 1; done", "app", "sidecar")
-			_, err := f.Kube.CoreV1().Pods(f.Namespace).Create(ctx, pod, metav1.CreateOptions{})
-			require.NoError(t, err)
-			_, err = f.WaitForPodsReady(ctx, f.Namespace, "app=web", 1, podStartTimeout)
-			require.NoError(t, err)
+			runPod(ctx, t, f, busyboxCRRPod(f, "web", "app", "sidecar"))
 
 			crr := newCRR("recreate", "web", "app", "sidecar")
 			crr.Spec.Strategy.TerminationGracePeriodSeconds = ptr.To[int64](10)

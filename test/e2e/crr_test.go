@@ -61,9 +61,16 @@ func sleepHook(d string) *corev1.LifecycleHandler {
 // startCRRPod creates the pod and returns it once ready.
 func startCRRPod(ctx context.Context, t *testing.T, f *framework.Framework, name string, mutate func(*corev1.Pod)) *corev1.Pod {
 	t.Helper()
-	_, err := f.Kube.CoreV1().Pods(f.Namespace).Create(ctx, crrPod(f, name, mutate), metav1.CreateOptions{})
+	return runPod(ctx, t, f, crrPod(f, name, mutate))
+}
+
+// runPod creates pod (labelled app=<its name>) in the test namespace and
+// returns it once ready.
+func runPod(ctx context.Context, t *testing.T, f *framework.Framework, pod *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	_, err := f.Kube.CoreV1().Pods(f.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 	require.NoError(t, err)
-	pods, err := f.WaitForPodsReady(ctx, f.Namespace, "app="+name, 1, podStartTimeout)
+	pods, err := f.WaitForPodsReady(ctx, f.Namespace, "app="+pod.Name, 1, podStartTimeout)
 	require.NoError(t, err)
 	return &pods[0]
 }
