@@ -237,6 +237,18 @@ func (j *job) stop() {
 			r.cancel()
 		}
 	}
+	// Every request ends with one result (a cancelled one at once). They
+	// are taken here so that the node's count of requests in flight is
+	// right for the fetches that come after: a fetch that ended with a
+	// request out (the endgame's losing duplicate, or a fetch cancelled by
+	// its callers) leaked one each, and after MaxInflight of them the
+	// node sent no piece request again (the e2e image pull that crept
+	// to its deadline at 591 bytes).
+	for j.requests > 0 {
+		r := <-j.results
+		j.untrack(r.req)
+		j.f.recycle(r.data)
+	}
 	if j.upRunning {
 		j.upCancel()
 		<-j.upDone
@@ -514,18 +526,7 @@ func (j *job) readFull(ctx context.Context, r io.Reader, buf []byte, stall *time
 // handle takes in a piece request's outcome.
 func (j *job) handle(ctx context.Context, r result) {
 	i, node := r.req.piece, r.req.node
-	rs := j.inflight[i]
-	if k := slices.Index(rs, r.req); k >= 0 {
-		rs = slices.Delete(rs, k, k+1)
-	}
-	if len(rs) == 0 {
-		delete(j.inflight, i)
-	} else {
-		j.inflight[i] = rs
-	}
-	j.perPeer[node]--
-	j.requests--
-	j.f.peerInflight.Add(-1)
+	j.untrack(r.req)
 	h := j.holders[node]
 	now := time.Now()
 	switch {
@@ -589,6 +590,22 @@ func (j *job) handle(ctx context.Context, r result) {
 		h.backoffUntil = now.Add(min(time.Duration(1<<min(h.fails, 4))*250*time.Millisecond, 4*time.Second))
 		j.log.V(2).Info("Piece request failed", "piece", i, "from", node, "err", r.err.Error())
 	}
+}
+
+// untrack drops an ended request from the counts of requests in flight.
+func (j *job) untrack(req *request) {
+	rs := j.inflight[req.piece]
+	if k := slices.Index(rs, req); k >= 0 {
+		rs = slices.Delete(rs, k, k+1)
+	}
+	if len(rs) == 0 {
+		delete(j.inflight, req.piece)
+	} else {
+		j.inflight[req.piece] = rs
+	}
+	j.perPeer[req.node]--
+	j.requests--
+	j.f.peerInflight.Add(-1)
 }
 
 // stuck reports whether the fetch has requests out and got no piece for

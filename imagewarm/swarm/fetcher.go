@@ -228,12 +228,13 @@ func New(cfg Config) (*Fetcher, error) {
 	if log.GetSink() == nil {
 		log = klog.Background()
 	}
-	m, err := newMetrics(cfg.Registerer)
+	f := &Fetcher{cfg: cfg, log: log.WithName("swarm"), flights: map[v1.Hash]*flight{}, blacklist: map[string]time.Time{}}
+	m, err := newMetrics(cfg.Registerer, func() float64 { return float64(f.peerInflight.Load()) })
 	if err != nil {
 		return nil, fmt.Errorf("swarm: %w", err)
 	}
-	return &Fetcher{cfg: cfg, log: log.WithName("swarm"), m: m,
-		flights: map[v1.Hash]*flight{}, blacklist: map[string]time.Time{}}, nil
+	f.m = m
+	return f, nil
 }
 
 // Fetch makes blob d (of the descriptor's size) present and verified in the

@@ -24,7 +24,8 @@ type metrics struct {
 }
 
 // newMetrics creates the metrics and registers them with reg (if not nil).
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+// inflight reports the node's piece requests in flight.
+func newMetrics(reg prometheus.Registerer, inflight func() float64) (*metrics, error) {
 	const ns, sub = "shoal_agent", "swarm"
 	m := &metrics{
 		fetches: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "fetches_total",
@@ -58,7 +59,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	var errs []error
-	for _, c := range []prometheus.Collector{m.fetches, m.fetchSeconds, m.pieces, m.received, m.upstreamBytes, m.wasted,
+	requests := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "piece_requests_in_flight",
+		Help: "Piece requests to peers in flight, over all fetches (at most the fetcher's MaxInflight)."}, inflight)
+	for _, c := range []prometheus.Collector{requests, m.fetches, m.fetchSeconds, m.pieces, m.received, m.upstreamBytes, m.wasted,
 		m.duplicates, m.busy, m.badPieces, m.mismatches, m.blacklisted, m.leases, m.upstreamRetries} {
 		errs = append(errs, reg.Register(c))
 	}

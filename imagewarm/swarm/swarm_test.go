@@ -534,3 +534,33 @@ func TestLeasesSpreadOverNodes(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, holders, 2, "nodes that streamed from upstream")
 }
+
+// TestCancelledFetchFreesRequestSlots: a fetch that ends with piece
+// requests out (here cancelled by its caller while the only holder sends
+// nothing) gives their slots back, so the node's later fetches still ask
+// peers. The slots used to leak, and a node that had leaked MaxInflight of
+// them never sent a piece request again.
+func TestCancelledFetchFreesRequestSlots(t *testing.T) {
+	u := newUpstream(t, 3<<20, 0)
+	nodes := newSwarm(t, 2, nodeOptions{pieceStall: time.Minute})
+	holder, later := nodes[0], nodes[1]
+	fetchAll(t, []*node{holder}, u)
+	holder.stall.Store(1)
+	const inflight = "shoal_agent_swarm_piece_requests_in_flight"
+	for round := range swarm.DefaultMaxInflight {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		asked := holder.stalled.Load()
+		go func() { done <- later.fetcher.Fetch(ctx, u.desc, u.origin()) }()
+		require.Eventually(t, func() bool { return holder.stalled.Load() > asked }, 10*time.Second, 10*time.Millisecond,
+			"round %d: the holder was never asked", round)
+		cancel()
+		require.ErrorIs(t, <-done, context.Canceled)
+		require.Eventually(t, func() bool { return later.counter(t, inflight, nil) == 0 }, 10*time.Second, 10*time.Millisecond,
+			"round %d: piece requests still counted in flight after the fetch ended", round)
+	}
+	holder.stall.Store(0)
+	fetchAll(t, []*node{later}, u)
+	require.Equal(t, u.desc.Size, u.sent.Load(), "the later node fetched from the holder, not upstream")
+	require.Zero(t, later.counter(t, inflight, nil))
+}
