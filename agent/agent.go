@@ -140,9 +140,12 @@ func Run(ctx context.Context, o Options) error {
 		setup = &mirrorSetup{o: o, rt: rt}
 		reg.MustRegister(setup)
 	}
+	// The runtime's container events wake recreate items as soon as the
+	// kubelet starts a new instance (the poll stays as a fallback).
+	events := &cri.Events{}
 	runner := work.New(store, map[string]work.Handler{
 		nodework.KindNoop:     work.Noop{},
-		nodework.KindRecreate: work.NewRecreate(rt.get),
+		nodework.KindRecreate: work.NewRecreate(rt.get, work.RecreateEvents(events)),
 		nodework.KindPull:     work.NewPull(rt.get, work.NewPullSlots(maxPulls), pullOpts...),
 	}, log)
 	reg.MustRegister(runner)
@@ -182,6 +185,7 @@ func Run(ctx context.Context, o Options) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return rt.run(ctx) })
 	g.Go(func() error { return runner.Run(ctx) })
+	g.Go(func() error { return events.Run(ctx, rt.get) })
 	g.Go(func() error { return m.Run(ctx) })
 	g.Go(func() error { return l.Run(ctx) })
 	if swarmNode != nil {

@@ -27,6 +27,16 @@ import (
 const (
 	// defaultRecreatePoll is how often a recreate item looks at the CRI.
 	defaultRecreatePoll = 500 * time.Millisecond
+	// restartPoll and restartWatch: for restartWatch after this agent
+	// stopped a container, while the new instance is not seen running, an
+	// item looks every restartPoll instead (unless the runtime's container
+	// events wake it). The kubelet starts the new instance within its 1 s
+	// relist; seeing it within restartPoll instead of a poll took the
+	// mean restart stage of make bench-crr on containerd 1.6 (no events)
+	// from 683 to 598 ms, and p50 from 744 to 683 ms (three runs of 40
+	// requests each way).
+	restartPoll  = 100 * time.Millisecond
+	restartWatch = 3 * time.Second
 	// minGraceAfterPreStop is the least grace StopContainer gets after a
 	// preStop hook ran, as in the kubelet.
 	minGraceAfterPreStop = 2 * time.Second
@@ -73,6 +83,7 @@ type Recreate struct {
 	runtime func() (*cri.Runtime, error)
 	clock   clock.Clock
 	poll    time.Duration
+	events  *cri.Events
 
 	mu    sync.Mutex
 	kills map[string]*killJob // by CRI container id
@@ -86,6 +97,14 @@ type RecreateOption func(*Recreate)
 // clock). Polling the CRI uses real time.
 func RecreateClock(c clock.Clock) RecreateOption {
 	return func(r *Recreate) { r.clock = c }
+}
+
+// RecreateEvents makes items wake on the runtime's container events for
+// their pod (the kubelet starting the new instance, say) as well as at
+// every poll: a recreate is seen done as soon as the runtime says so, not
+// up to a poll interval later.
+func RecreateEvents(e *cri.Events) RecreateOption {
+	return func(r *Recreate) { r.events = e }
 }
 
 // RecreatePollInterval sets how often an item looks at the CRI while it
@@ -222,6 +241,11 @@ func (r *Recreate) Run(ctx context.Context, t *Task) error {
 	n := len(spec.GetContainers())
 	x := &recreateRun{r: r, t: t, spec: spec, log: klog.FromContext(ctx), killable: make([]bool, n),
 		kills: map[int]*killJob{}, killEnded: make(chan struct{}, 1)}
+	if r.events != nil {
+		var stop func()
+		x.changed, stop = r.events.Subscribe(spec.GetPodUid())
+		defer stop()
+	}
 	x.prog = r.resume(t, spec, x.log)
 	x.prog.Starts++
 	if err := x.save(x.summary()); err != nil {
@@ -327,6 +351,9 @@ type recreateRun struct {
 	// killEnded wakes wait when one of them has ended.
 	kills     map[int]*killJob
 	killEnded chan struct{}
+	// changed wakes wait when the runtime reports a change to one of the
+	// pod's containers (nil without RecreateEvents).
+	changed <-chan struct{}
 }
 
 // save persists the progress and the report built from it, if either
@@ -405,18 +432,37 @@ func (x *recreateRun) summary() string {
 	return fmt.Sprintf("%d of %d containers recreated", n, len(x.prog.Containers))
 }
 
-// wait returns after the poll interval, or as soon as a kill ends.
+// wait returns after the poll interval, or as soon as a kill ends or the
+// runtime reports a change to one of the pod's containers.
 func (x *recreateRun) wait(ctx context.Context) error {
-	timer := time.NewTimer(x.r.poll)
+	timer := time.NewTimer(x.interval())
 	defer timer.Stop()
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-x.killEnded:
 		return nil
+	case <-x.changed:
+		return nil
 	case <-timer.C:
 		return nil
 	}
+}
+
+// interval is how long wait waits at most: the poll, or restartPoll
+// while a container this agent stopped is waiting for its new instance
+// (for restartWatch) and no container events come.
+func (x *recreateRun) interval() time.Duration {
+	if x.r.events != nil && x.r.events.Connected() {
+		return x.r.poll
+	}
+	now := x.r.clock.Now()
+	for _, cp := range x.prog.Containers {
+		if cp.Phase == recreateRecreating && cp.RunningSince == nil && cp.StoppedAt != nil && now.Sub(*cp.StoppedAt) < restartWatch {
+			return min(x.r.poll, restartPoll)
+		}
+	}
+	return x.r.poll
 }
 
 // observe computes each unfinished container's phase from the CRI's view

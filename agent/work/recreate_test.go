@@ -1081,3 +1081,31 @@ func TestRecreateFinishOnly(t *testing.T) {
 	waitPhase(t, r, fresh.GetId(), nodeworkv1.Phase_PHASE_SUCCEEDED)
 	require.Len(t, e.f.StopCalls(), 1)
 }
+
+// TestRecreateWakesOnContainerEvents: with the runtime's container events,
+// an item sees the kubelet's new instance as soon as the runtime reports
+// it, not at its next poll (an hour here).
+func TestRecreateWakesOnContainerEvents(t *testing.T) {
+	e := newRecreateEnv(t, false)
+	app := e.running("app")
+	runtime := func() (*cri.Runtime, error) { return e.f.Runtime, nil }
+	events := &cri.Events{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- events.Run(ctx, runtime) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+	require.Eventually(t, events.Connected, 10*time.Second, time.Millisecond)
+
+	h := NewRecreate(runtime, RecreatePollInterval(time.Hour), RecreateEvents(events))
+	r := start(t, e.dir, map[string]Handler{nodework.KindRecreate: h})
+	item := recreateItem("crr", 1, e.spec(app))
+	r.Upsert(item)
+	e.waitStops(1)
+	waitReport(t, r, item.GetId(), "the stop seen", containerIs("app", recreating))
+	newID := e.f.Restart(app.ID, runtimeapi.ContainerState_CONTAINER_RUNNING)
+	rep := waitPhase(t, r, item.GetId(), nodeworkv1.Phase_PHASE_SUCCEEDED)
+	require.Equal(t, "containerd://"+newID, containerState(t, rep, "app").GetNewContainerId())
+}

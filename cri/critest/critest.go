@@ -48,6 +48,10 @@ type Fake struct {
 	pullCalls   []PullCall
 	pullsNow    int
 	pullsMaxNow int
+	// events feeds the container event stream of a hooked fake: Restart
+	// and SetState put their events here (dropped when it is full, as a
+	// runtime drops events no one reads).
+	events chan *runtimeapi.ContainerEventResponse
 }
 
 // Call is a StopContainer or ExecSync call received through the Runtime of
@@ -84,10 +88,12 @@ func New(tb testing.TB) *Fake {
 // wrappers of RuntimeService and ImageService that record StopContainer
 // and ExecSync calls (Calls, StopCalls, ExecCalls) and PullImage calls
 // (PullCalls, PullsRunning, MaxPullsRunning), and run the hooks set with
-// OnExec, OnStop and OnPull.
+// OnExec, OnStop and OnPull. Its runtime streams container events
+// (GetContainerEvents) for the changes Restart and SetState make.
 func NewHooked(tb testing.TB) *Fake {
 	tb.Helper()
-	f := &Fake{RuntimeService: apitest.NewFakeRuntimeService(), ImageService: apitest.NewFakeImageService()}
+	f := &Fake{RuntimeService: apitest.NewFakeRuntimeService(), ImageService: apitest.NewFakeImageService(),
+		events: make(chan *runtimeapi.ContainerEventResponse, 256)}
 	f.Runtime = newRuntime(tb, &hookedRuntime{FakeRuntimeService: f.RuntimeService, f: f}, &hookedImages{FakeImageService: f.ImageService, f: f})
 	return f
 }
@@ -135,6 +141,42 @@ func (h *hookedRuntime) ExecSync(ctx context.Context, id string, cmd []string, t
 		return exec(ctx, id, cmd, timeout)
 	}
 	return h.FakeRuntimeService.ExecSync(ctx, id, cmd, timeout)
+}
+
+// GetContainerEvents streams the fake's events (see NewHooked) until ctx
+// ends, as a runtime's stream does.
+func (h *hookedRuntime) GetContainerEvents(ctx context.Context, ch chan *runtimeapi.ContainerEventResponse, established func(runtimeapi.RuntimeService_GetContainerEventsClient)) error {
+	if established != nil {
+		established(nil)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case ev := <-h.f.events:
+			select {
+			case ch <- ev:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+}
+
+// emit queues an event about container c for the event stream of a
+// hooked fake. The caller holds the runtime service's lock.
+func (f *Fake) emit(c *apitest.FakeContainer, typ runtimeapi.ContainerEventType) {
+	if f.events == nil {
+		return
+	}
+	ev := &runtimeapi.ContainerEventResponse{ContainerId: c.Id, ContainerEventType: typ, CreatedAt: time.Now().UnixNano()}
+	if sb, ok := f.RuntimeService.Sandboxes[c.SandboxID]; ok {
+		ev.PodSandboxStatus = &runtimeapi.PodSandboxStatus{Id: sb.Id, Metadata: proto.Clone(sb.GetMetadata()).(*runtimeapi.PodSandboxMetadata)}
+	}
+	select {
+	case f.events <- ev:
+	default:
+	}
 }
 
 // PullCall is a PullImage call received through the Runtime of a Fake
@@ -289,8 +331,9 @@ func (f *Fake) RestartOnStop() {
 // Restart plays the kubelet replacing container id with its next attempt:
 // the old container is marked exited (if it is not already) and a copy with
 // attempt and restart count one higher is added in the given state (created
-// now, and started now if running). It returns the new container's id, and
-// panics if id is not in the fake.
+// now, and started now if running). A hooked fake streams the events of
+// both changes. It returns the new container's id, and panics if id is not
+// in the fake.
 func (f *Fake) Restart(id string, state runtimeapi.ContainerState) string {
 	now := time.Now()
 	f.RuntimeService.Lock()
@@ -302,6 +345,7 @@ func (f *Fake) Restart(id string, state runtimeapi.ContainerState) string {
 	if old.State != runtimeapi.ContainerState_CONTAINER_EXITED {
 		old.State = runtimeapi.ContainerState_CONTAINER_EXITED
 		old.FinishedAt = now.UnixNano()
+		f.emit(old, runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT)
 	}
 	name := old.GetMetadata().GetName()
 	attempt := old.GetMetadata().GetAttempt() + 1
@@ -330,12 +374,17 @@ func (f *Fake) Restart(id string, state runtimeapi.ContainerState) string {
 		},
 		SandboxID: old.SandboxID,
 	}
+	typ := runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT
+	if state == runtimeapi.ContainerState_CONTAINER_RUNNING {
+		typ = runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT
+	}
+	f.emit(f.RuntimeService.Containers[newID], typ)
 	return newID
 }
 
 // SetState sets the state of container id in the fake (a start time when
-// it becomes running, a finish time when it exits), and panics if id is
-// not in the fake.
+// it becomes running, a finish time when it exits; and for a hooked fake,
+// a started or stopped event), and panics if id is not in the fake.
 func (f *Fake) SetState(id string, state runtimeapi.ContainerState) {
 	now := time.Now().UnixNano()
 	f.RuntimeService.Lock()
@@ -350,10 +399,12 @@ func (f *Fake) SetState(id string, state runtimeapi.ContainerState) {
 		if c.StartedAt == 0 {
 			c.StartedAt = now
 		}
+		f.emit(c, runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT)
 	case runtimeapi.ContainerState_CONTAINER_EXITED:
 		if c.FinishedAt == 0 {
 			c.FinishedAt = now
 		}
+		f.emit(c, runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT)
 	}
 }
 
