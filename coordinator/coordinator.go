@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc/credentials"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -48,6 +49,7 @@ import (
 	"github.com/shoal-io/shoal/coordinator/testwork"
 	"github.com/shoal-io/shoal/coordinator/webhook"
 	"github.com/shoal-io/shoal/internal/httpserve"
+	"github.com/shoal-io/shoal/protocol/apis/apps/conversion"
 	shoalclient "github.com/shoal-io/shoal/protocol/client/clientset/versioned"
 	shoalscheme "github.com/shoal-io/shoal/protocol/client/clientset/versioned/scheme"
 	shoalinformers "github.com/shoal-io/shoal/protocol/client/informers/externalversions"
@@ -124,6 +126,12 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	// The CRDs that convert between v1alpha1 and v1beta1 through this
+	// coordinator's webhook trust its CA too.
+	if certManager.CRDClient, err = apiextensionsclient.NewForConfig(cfg); err != nil {
+		return fmt.Errorf("apiextensions client: %w", err)
+	}
+	certManager.CRDs = conversion.CRDNames()
 	serving := certs.NewServing(append(certs.DNSNames(GRPCService, o.Namespace), certs.DNSNames(WebhookService, o.Namespace)...), clock.RealClock{})
 	if err := certManager.Register(serving); err != nil {
 		return err
@@ -221,6 +229,7 @@ func Run(ctx context.Context, o Options) error {
 	hooks.Handle(webhook.ImageListPullJobMutatePath, webhook.MutateImageListPullJob)
 	hooks.Handle(webhook.ImageListPullJobValidatePath, webhook.ValidateImageListPullJob)
 	hooks.Handle(webhook.PodMutatePath, webhook.PodReadinessGate(o.KruisePodReadinessGate))
+	hooks.HandleConversion(webhook.ConvertPath, conversion.Convert)
 
 	var informersSynced atomic.Bool
 	ready := func() error {

@@ -48,6 +48,19 @@ echo "controller-gen crd"
 rm -rf deploy/crds
 tool controller-gen crd:crdVersions=v1 paths=./protocol/apis/... output:crd:dir=deploy/crds
 
+echo "conversion webhook stanza"
+# The kinds whose v1alpha1 and v1beta1 differ convert through the
+# coordinator's /convert endpoint (protocol/apis/apps/conversion; the list
+# must equal conversion.Kinds(), which test/crdvalidation checks). caBundle
+# is left out: the coordinator writes it, as for its admission webhooks.
+converting=(advancedcronjobs broadcastjobs clonesets containerrecreaterequests daemonsets imagelistpulljobs
+  imagepulljobs persistentpodstates resourcedistributions sidecarsets uniteddeployments workloadspreads)
+for plural in "${converting[@]}"; do
+  f=deploy/crds/apps.kruise.io_${plural}.yaml
+  awk '{ print } /^spec:$/ && !done { print "  conversion:\n    strategy: Webhook\n    webhook:\n      clientConfig:\n        service:\n          name: shoal-webhook\n          namespace: shoal-system\n          path: /convert\n          port: 443\n      conversionReviewVersions:\n      - v1"; done = 1 }' "$f" > "$f.tmp"
+  mv "$f.tmp" "$f"
+done
+
 echo "buf generate (protocol/nodework)"
 # buf compiles the protos in Go (no protoc); the plugins come from the pinned
 # tools module and are put on PATH for it.

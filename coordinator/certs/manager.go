@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 )
@@ -34,6 +35,11 @@ type Manager struct {
 	ValidatingWebhooks []string
 	// MutatingWebhooks: see ValidatingWebhooks.
 	MutatingWebhooks []string
+	// CRDClient and CRDs: the CRDs whose conversion webhook caBundle the
+	// leader keeps current (PatchCRDCABundles). Nil or empty: none.
+	CRDClient apiextensionsclient.Interface
+	// CRDs: see CRDClient.
+	CRDs []string
 	// MeshKeySecret is the mesh key Secret in the Authority's namespace;
 	// NewManager sets MeshKeySecretName. Empty: no mesh key.
 	MeshKeySecret string
@@ -124,6 +130,11 @@ func (m *Manager) Sync(ctx context.Context) error {
 		// Trust goes out before new leaves do.
 		if err := PatchWebhookCABundles(ctx, m.Authority.Client, b.BundlePEM, m.ValidatingWebhooks, m.MutatingWebhooks); err != nil {
 			errs = append(errs, err)
+		}
+		if m.CRDClient != nil && len(m.CRDs) > 0 {
+			if err := PatchCRDCABundles(ctx, m.CRDClient, b.BundlePEM, m.CRDs); err != nil {
+				errs = append(errs, err)
+			}
 		}
 		if m.MeshKeySecret != "" {
 			if err := EnsureMeshKey(ctx, m.Authority.Client, m.Authority.Namespace, m.MeshKeySecret); err != nil {

@@ -66,8 +66,12 @@ func walkSelectors(v any, path *field.Path, errs *field.ErrorList) {
 	}
 }
 
+// isSelectorField reports whether a field named name holds a label
+// selector. Node selectors are not label selectors (their operators
+// include Gt and Lt): v1beta1 WorkloadSpread's requiredNodeSelector and
+// preferredNodeSelector hold node selector terms.
 func isSelectorField(name string) bool {
-	return name == "selector" || strings.HasSuffix(name, "Selector")
+	return name == "selector" || (strings.HasSuffix(name, "Selector") && !strings.HasSuffix(name, "NodeSelector"))
 }
 
 func validateLabelSelector(m map[string]any, path *field.Path) field.ErrorList {

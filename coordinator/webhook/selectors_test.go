@@ -41,6 +41,8 @@ func TestValidateSelectors(t *testing.T) {
 		{"ImagePullJob names are not labels", "ImagePullJob", `{"spec":{"selector":{"names":["node-1"],"matchLabels":{"zone":"a"}}}}`, nil},
 		{"nodeSelector map is not a label selector", "CloneSet", `{"spec":{"template":{"spec":{"nodeSelector":{"kubernetes.io/os":"linux"}}}}}`, nil},
 		{"no spec", "CloneSet", `{"metadata":{}}`, nil},
+		{"node selector terms are not label selectors", "WorkloadSpread",
+			`{"spec":{"subsets":[{"name":"a","requiredNodeSelector":{"matchExpressions":[{"key":"cpu","operator":"Gt","values":["4"]}]}}]}}`, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := ValidateSelectors(context.Background(), request(tc.kind, tc.obj))

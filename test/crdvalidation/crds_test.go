@@ -3,6 +3,7 @@ package crdvalidation_test
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/kubernetes/scheme"
 
+	"github.com/shoal-io/shoal/protocol/apis/apps/conversion"
 	"github.com/shoal-io/shoal/test/crdvalidation"
 )
 
@@ -44,23 +46,27 @@ func TestCRDInventory(t *testing.T) {
 		served         []string
 		cluster, scale bool
 	}
-	apps := func(served ...string) want { return want{group: "apps.kruise.io", storage: "v1alpha1", served: served} }
+	// Both versions are served; the storage version is the one our
+	// controllers read (docs/dev/api-versions.md says why for each kind).
+	apps := func(storage string) want {
+		return want{group: "apps.kruise.io", storage: storage, served: []string{"v1alpha1", "v1beta1"}}
+	}
 	cluster := func(w want) want { w.cluster = true; return w }
 	scale := func(w want) want { w.scale = true; return w }
 	expected := map[string]want{
-		"CloneSet":                 scale(apps("v1alpha1")),
-		"SidecarSet":               cluster(apps("v1alpha1")),
-		"DaemonSet":                apps("v1alpha1"),
-		"StatefulSet":              scale(want{group: "apps.kruise.io", storage: "v1beta1", served: []string{"v1alpha1", "v1beta1"}}),
+		"CloneSet":                 scale(apps("v1beta1")),
+		"SidecarSet":               cluster(apps("v1beta1")),
+		"DaemonSet":                apps("v1beta1"),
+		"StatefulSet":              scale(apps("v1beta1")),
 		"ImagePullJob":             apps("v1alpha1"),
 		"ImageListPullJob":         apps("v1alpha1"),
 		"ContainerRecreateRequest": apps("v1alpha1"),
-		"PodProbeMarker":           apps("v1alpha1"),
+		"PodProbeMarker":           {group: "apps.kruise.io", storage: "v1alpha1", served: []string{"v1alpha1"}},
 		"WorkloadSpread":           apps("v1alpha1"),
 		"ResourceDistribution":     cluster(apps("v1alpha1")),
 		"PersistentPodState":       apps("v1alpha1"),
-		"AdvancedCronJob":          apps("v1alpha1"),
-		"BroadcastJob":             apps("v1alpha1"),
+		"AdvancedCronJob":          apps("v1beta1"),
+		"BroadcastJob":             apps("v1beta1"),
 		"UnitedDeployment":         scale(apps("v1alpha1")),
 		"PodUnavailableBudget":     {group: "policy.kruise.io", storage: "v1alpha1", served: []string{"v1alpha1"}},
 	}
@@ -164,13 +170,14 @@ func TestStatefulSetVersionsShareOneSchema(t *testing.T) {
 }
 
 // TestValidManifests: every YAML example of the OpenKruise release notes
-// (test/testdata/seed-examples) and every hand-written valid manifest
-// (test/testdata/valid) is accepted unchanged. Kruise kinds are validated
+// (test/testdata/seed-examples), every hand-written valid manifest
+// (test/testdata/valid) and every v1beta1 example written from OpenKruise's
+// current docs (test/testdata/v1beta1) is accepted unchanged. Kruise kinds are validated
 // against the CRDs; core kinds are decoded strictly (unknown fields fail).
 func TestValidManifests(t *testing.T) {
 	set := loadCRDs(t)
 	core := serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
-	for _, dir := range []string{"seed-examples", "valid"} {
+	for _, dir := range []string{"seed-examples", "valid", "v1beta1"} {
 		files, err := filepath.Glob(filepath.Join(testdataDir, dir, "*.yaml"))
 		require.NoError(t, err)
 		require.NotEmpty(t, files, "no manifests in %s", dir)
@@ -290,4 +297,120 @@ func TestUndescribedFindsBareFields(t *testing.T) {
 	var missing []string
 	crdvalidation.Undescribed(&schema, func(p string) { missing = append(missing, p) })
 	require.Equal(t, []string{"spec.bare", "spec.list[].inner"}, missing)
+}
+
+// TestConversionWebhooks: exactly the kinds that convert
+// (conversion.Kinds) send their conversions to the coordinator's /convert,
+// with ConversionReview v1; every other CRD has one schema.
+func TestConversionWebhooks(t *testing.T) {
+	set := loadCRDs(t)
+	converting := map[string]bool{}
+	for _, k := range conversion.Kinds() {
+		converting[k] = true
+	}
+	require.Len(t, converting, 12)
+	for _, crd := range set.CRDs {
+		kind := crd.Spec.Names.Kind
+		t.Run(kind, func(t *testing.T) {
+			c := crd.Spec.Conversion
+			if !converting[kind] {
+				require.True(t, c == nil || c.Strategy == apiextensionsv1.NoneConverter, "no conversion webhook")
+				return
+			}
+			require.NotNil(t, c)
+			require.Equal(t, apiextensionsv1.WebhookConverter, c.Strategy)
+			require.Equal(t, []string{"v1"}, c.Webhook.ConversionReviewVersions)
+			svc := c.Webhook.ClientConfig.Service
+			require.NotNil(t, svc)
+			require.Equal(t, "shoal-webhook", svc.Name)
+			require.Equal(t, "shoal-system", svc.Namespace)
+			require.Equal(t, "/convert", *svc.Path)
+			require.Empty(t, c.Webhook.ClientConfig.CABundle, "the coordinator writes the caBundle")
+		})
+	}
+}
+
+// v1alpha1Refuses are the v1beta1 examples whose v1alpha1 form the
+// v1alpha1 schema would refuse as a new object, and the error. An
+// AdvancedCronJob with an imageListPullJobTemplate (v1beta1 only) has no
+// template v1alpha1 knows, which its "exactly one template" rule refuses;
+// a v1alpha1 client can still read it and write it back with
+// spec.template unchanged (the apiserver ratchets the rule), and the
+// template travels in the conversion annotation.
+var v1alpha1Refuses = map[string]string{
+	"advancedcronjob-imagelistpulljob-template.yaml": "spec.template: set exactly one of jobTemplate or broadcastJobTemplate",
+}
+
+// TestV1beta1ExamplesConvert: every v1beta1 example converts to v1alpha1,
+// is valid there too (so a v1alpha1 client can read and write it back),
+// and converts back to exactly what it was.
+func TestV1beta1ExamplesConvert(t *testing.T) {
+	set := loadCRDs(t)
+	files, err := filepath.Glob(filepath.Join(testdataDir, "v1beta1", "*.yaml"))
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	kinds := map[string]bool{}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			objs, err := crdvalidation.ReadManifests(f)
+			require.NoError(t, err)
+			for _, obj := range objs {
+				require.Equal(t, "apps.kruise.io/v1beta1", obj.GetAPIVersion())
+				kinds[obj.GetKind()] = true
+				alpha, err := conversion.Convert(obj, "apps.kruise.io/v1alpha1")
+				require.NoError(t, err)
+				errs := set.Validate(alpha, nil)
+				if want, ok := v1alpha1Refuses[filepath.Base(f)]; ok {
+					require.ErrorContains(t, errs.ToAggregate(), want)
+				} else {
+					require.Empty(t, errs, "the v1alpha1 form of %s %s: %v", obj.GetKind(), obj.GetName(), errs.ToAggregate())
+				}
+				back, err := conversion.Convert(alpha, "apps.kruise.io/v1beta1")
+				require.NoError(t, err)
+				// The typed conversion writes out empty structs the YAML
+				// left out (status: {}); everything the example says must
+				// be there unchanged, and a second round trip changes
+				// nothing at all.
+				requireSubset(t, obj.Object, back.Object, "")
+				alpha2, err := conversion.Convert(back, "apps.kruise.io/v1alpha1")
+				require.NoError(t, err)
+				require.Equal(t, alpha.Object, alpha2.Object)
+				back2, err := conversion.Convert(alpha2, "apps.kruise.io/v1beta1")
+				require.NoError(t, err)
+				require.Equal(t, back.Object, back2.Object)
+			}
+		})
+	}
+	for _, k := range conversion.Kinds() {
+		require.True(t, kinds[k], "no v1beta1 example of %s in test/testdata/v1beta1", k)
+	}
+}
+
+// requireSubset fails unless every value in want is in got at the same
+// path (maps may gain keys; lists must match element by element; an
+// explicit false, 0 or "" may be left out, as the typed form omits it).
+func requireSubset(t *testing.T, want, got any, path string) {
+	t.Helper()
+	switch w := want.(type) {
+	case map[string]any:
+		g, ok := got.(map[string]any)
+		require.True(t, ok, "%s: want an object, got %v", path, got)
+		for k, v := range w {
+			gv, ok := g[k]
+			if !ok && (v == false || v == int64(0) || v == "") {
+				continue // an explicit zero, which the typed form omits: the same value
+			}
+			require.True(t, ok, "%s.%s: lost in the round trip", path, k)
+			requireSubset(t, v, gv, path+"."+k)
+		}
+	case []any:
+		g, ok := got.([]any)
+		require.True(t, ok, "%s: want a list, got %v", path, got)
+		require.Len(t, g, len(w), path)
+		for i := range w {
+			requireSubset(t, w[i], g[i], fmt.Sprintf("%s[%d]", path, i))
+		}
+	default:
+		require.Equal(t, want, got, path)
+	}
 }

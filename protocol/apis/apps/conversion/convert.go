@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 
 	"github.com/shoal-io/shoal/protocol/apis/apps/v1alpha1"
 	"github.com/shoal-io/shoal/protocol/apis/apps/v1beta1"
@@ -94,11 +96,23 @@ func Convert(obj *unstructured.Unstructured, to string) (*unstructured.Unstructu
 	if err != nil {
 		return nil, fmt.Errorf("convert %s %s from %s to %s: %w", kind, obj.GetName(), from, to, err)
 	}
+	// Not res.UnmarshalJSON: it wants a kind, and conversions leave
+	// TypeMeta to this function.
 	res := &unstructured.Unstructured{}
-	if err := res.UnmarshalJSON(out); err != nil {
+	if err := utiljson.Unmarshal(out, &res.Object); err != nil {
 		return nil, fmt.Errorf("convert %s %s: decode the result: %w", kind, obj.GetName(), err)
 	}
 	gv, _ := schema.ParseGroupVersion(to)
 	res.SetGroupVersionKind(gv.WithKind(kind))
 	return res, nil
+}
+
+// CRDNames are the names of the CRDs of Kinds (every apps.kruise.io
+// plural is the lowercase kind plus "s").
+func CRDNames() []string {
+	out := make([]string, 0, len(kinds))
+	for _, k := range Kinds() {
+		out = append(out, strings.ToLower(k)+"s."+Alpha.Group)
+	}
+	return out
 }

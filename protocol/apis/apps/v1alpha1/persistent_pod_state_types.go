@@ -124,6 +124,7 @@ type PodState struct {
 // +genclient
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 // +kubebuilder:object:root=true
+// +kubebuilder:storageversion
 // +kubebuilder:resource:scope=Namespaced
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="KIND",type="string",JSONPath=".spec.targetRef.kind",description="Kind of the workload whose pods' state is kept."

@@ -278,6 +278,7 @@ type WorkloadSpreadSubsetStatus struct {
 // +genclient
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 // +kubebuilder:object:root=true
+// +kubebuilder:storageversion
 // +kubebuilder:resource:shortName=ws,scope=Namespaced
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="WorkloadName",type="string",JSONPath=".spec.targetRef.name",description="Name of the target workload."

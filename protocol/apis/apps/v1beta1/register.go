@@ -41,5 +41,17 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 func knownTypes() []runtime.Object {
 	return []runtime.Object{
 		&StatefulSet{}, &StatefulSetList{},
+		&CloneSet{}, &CloneSetList{},
+		&DaemonSet{}, &DaemonSetList{},
+		&SidecarSet{}, &SidecarSetList{},
+		&BroadcastJob{}, &BroadcastJobList{},
+		&AdvancedCronJob{}, &AdvancedCronJobList{},
+		&ImagePullJob{}, &ImagePullJobList{},
+		&ImageListPullJob{}, &ImageListPullJobList{},
+		&ContainerRecreateRequest{}, &ContainerRecreateRequestList{},
+		&WorkloadSpread{}, &WorkloadSpreadList{},
+		&UnitedDeployment{}, &UnitedDeploymentList{},
+		&ResourceDistribution{}, &ResourceDistributionList{},
+		&PersistentPodState{}, &PersistentPodStateList{},
 	}
 }

@@ -2,4 +2,28 @@
 
 package v1beta1
 
+type AdvancedCronJobExpansion interface{}
+
+type BroadcastJobExpansion interface{}
+
+type CloneSetExpansion interface{}
+
+type ContainerRecreateRequestExpansion interface{}
+
+type DaemonSetExpansion interface{}
+
+type ImageListPullJobExpansion interface{}
+
+type ImagePullJobExpansion interface{}
+
+type PersistentPodStateExpansion interface{}
+
+type ResourceDistributionExpansion interface{}
+
+type SidecarSetExpansion interface{}
+
 type StatefulSetExpansion interface{}
+
+type UnitedDeploymentExpansion interface{}
+
+type WorkloadSpreadExpansion interface{}

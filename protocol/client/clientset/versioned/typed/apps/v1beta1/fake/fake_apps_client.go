@@ -12,8 +12,56 @@ type FakeAppsV1beta1 struct {
 	*testing.Fake
 }
 
+func (c *FakeAppsV1beta1) AdvancedCronJobs(namespace string) v1beta1.AdvancedCronJobInterface {
+	return newFakeAdvancedCronJobs(c, namespace)
+}
+
+func (c *FakeAppsV1beta1) BroadcastJobs(namespace string) v1beta1.BroadcastJobInterface {
+	return newFakeBroadcastJobs(c, namespace)
+}
+
+func (c *FakeAppsV1beta1) CloneSets(namespace string) v1beta1.CloneSetInterface {
+	return newFakeCloneSets(c, namespace)
+}
+
+func (c *FakeAppsV1beta1) ContainerRecreateRequests(namespace string) v1beta1.ContainerRecreateRequestInterface {
+	return newFakeContainerRecreateRequests(c, namespace)
+}
+
+func (c *FakeAppsV1beta1) DaemonSets(namespace string) v1beta1.DaemonSetInterface {
+	return newFakeDaemonSets(c, namespace)
+}
+
+func (c *FakeAppsV1beta1) ImageListPullJobs(namespace string) v1beta1.ImageListPullJobInterface {
+	return newFakeImageListPullJobs(c, namespace)
+}
+
+func (c *FakeAppsV1beta1) ImagePullJobs(namespace string) v1beta1.ImagePullJobInterface {
+	return newFakeImagePullJobs(c, namespace)
+}
+
+func (c *FakeAppsV1beta1) PersistentPodStates(namespace string) v1beta1.PersistentPodStateInterface {
+	return newFakePersistentPodStates(c, namespace)
+}
+
+func (c *FakeAppsV1beta1) ResourceDistributions() v1beta1.ResourceDistributionInterface {
+	return newFakeResourceDistributions(c)
+}
+
+func (c *FakeAppsV1beta1) SidecarSets() v1beta1.SidecarSetInterface {
+	return newFakeSidecarSets(c)
+}
+
 func (c *FakeAppsV1beta1) StatefulSets(namespace string) v1beta1.StatefulSetInterface {
 	return newFakeStatefulSets(c, namespace)
+}
+
+func (c *FakeAppsV1beta1) UnitedDeployments(namespace string) v1beta1.UnitedDeploymentInterface {
+	return newFakeUnitedDeployments(c, namespace)
+}
+
+func (c *FakeAppsV1beta1) WorkloadSpreads(namespace string) v1beta1.WorkloadSpreadInterface {
+	return newFakeWorkloadSpreads(c, namespace)
 }
 
 // RESTClient returns a RESTClient that is used to communicate
