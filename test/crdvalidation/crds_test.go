@@ -414,3 +414,31 @@ func requireSubset(t *testing.T, want, got any, path string) {
 		require.Equal(t, want, got, path)
 	}
 }
+
+// TestV1beta1DefaultsMatchV1alpha1: the v1beta1 schemas default what the
+// v1alpha1 ones do. For every v1beta1 example, defaulting at v1beta1 and
+// then converting gives the same v1alpha1 object as converting and then
+// defaulting at v1alpha1.
+func TestV1beta1DefaultsMatchV1alpha1(t *testing.T) {
+	set := loadCRDs(t)
+	files, err := filepath.Glob(filepath.Join(testdataDir, "v1beta1", "*.yaml"))
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			objs, err := crdvalidation.ReadManifests(f)
+			require.NoError(t, err)
+			for _, obj := range objs {
+				beta := obj.DeepCopy()
+				set.Validate(beta, nil) // defaults in place
+				viaBeta, err := conversion.Convert(beta, "apps.kruise.io/v1alpha1")
+				require.NoError(t, err)
+
+				viaAlpha, err := conversion.Convert(obj, "apps.kruise.io/v1alpha1")
+				require.NoError(t, err)
+				set.Validate(viaAlpha, nil)
+				require.Equal(t, viaAlpha.Object, viaBeta.Object)
+			}
+		})
+	}
+}

@@ -38,6 +38,7 @@ var serialTests = []string{
 	"TestContainerdRestartKeepsPods",
 	"TestImagePullJobSurvivesAgentRestart",
 	"TestImageSwarmThroughMirror",
+	"TestStorageVersionMigration",
 }
 
 // serial marks t as a test of the serial group. It fails t if t is not in
