@@ -35,7 +35,9 @@ func newFramework(t *testing.T) *framework.Framework {
 	if skipReason != "" {
 		t.Skip(skipReason)
 	}
-	return framework.New(t)
+	f := framework.New(t)
+	f.APIVersion = apiVersionFor(t)
+	return f
 }
 
 // requireSchedulableNodes skips t unless the cluster has at least n nodes

@@ -147,14 +147,14 @@ func pullJob(name, image string, mutate func(*v1alpha1.ImagePullJob)) *v1alpha1.
 
 func createPullJob(ctx context.Context, t *testing.T, f *framework.Framework, j *v1alpha1.ImagePullJob) *v1alpha1.ImagePullJob {
 	t.Helper()
-	created, err := f.Shoal.AppsV1alpha1().ImagePullJobs(f.Namespace).Create(ctx, j, metav1.CreateOptions{})
+	created, err := pullJobs(t, f).create(ctx, j)
 	require.NoError(t, err)
 	return created
 }
 
 func getPullJob(ctx context.Context, t *testing.T, f *framework.Framework, name string) *v1alpha1.ImagePullJob {
 	t.Helper()
-	j, err := f.Shoal.AppsV1alpha1().ImagePullJobs(f.Namespace).Get(ctx, name, metav1.GetOptions{})
+	j, err := pullJobs(t, f).get(ctx, name)
 	require.NoError(t, err)
 	return j
 }
@@ -223,7 +223,7 @@ func waitPullJob(ctx context.Context, t *testing.T, f *framework.Framework, name
 	var last *v1alpha1.ImagePullJob
 	start := time.Now()
 	err := framework.WaitFor(ctx, timeout, func(ctx context.Context) (bool, error) {
-		j, err := f.Shoal.AppsV1alpha1().ImagePullJobs(f.Namespace).Get(ctx, name, metav1.GetOptions{})
+		j, err := pullJobs(t, f).get(ctx, name)
 		if err != nil {
 			return false, err
 		}

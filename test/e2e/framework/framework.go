@@ -34,6 +34,10 @@ type Framework struct {
 	Config *Config
 	// Namespace is the test's own namespace, labelled e2e=true.
 	Namespace string
+	// APIVersion is the apps.kruise.io version the test's helpers write
+	// and read requests at: "v1alpha1" unless the test runs under a
+	// v1beta1 parent (see test/e2e/versions_test.go).
+	APIVersion string
 
 	t testing.TB
 }
@@ -59,7 +63,7 @@ func New(t testing.TB) *Framework {
 	}, metav1.CreateOptions{})
 	require.NoError(t, err, "create test namespace")
 
-	f := &Framework{Clients: clients, Config: cfg, Namespace: ns.Name, t: t}
+	f := &Framework{Clients: clients, Config: cfg, Namespace: ns.Name, APIVersion: "v1alpha1", t: t}
 	t.Logf("test namespace %s", f.Namespace)
 	t.Cleanup(f.cleanup)
 	return f
