@@ -205,12 +205,13 @@ func TestConversionV1beta1ImagePullJob(t *testing.T) {
 			ImagePullJobTemplate: v1beta1.ImagePullJobTemplate{
 				PullSecrets:      []string{"pull-secret"},
 				Parallelism:      ptr.To(intstr.FromInt32(4)),
+				PullPolicy:       &v1beta1.PullPolicy{TimeoutSeconds: ptr.To[int32](50), BackoffLimit: ptr.To[int32](2)},
 				CompletionPolicy: v1beta1.CompletionPolicy{Type: v1beta1.Always, ActiveDeadlineSeconds: ptr.To[int64](90)},
 			},
 		},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	require.NotNil(t, created.Spec.PullPolicy, "defaulted by the mutating webhook through conversion")
+	require.Equal(t, v1beta1.PullIfNotPresent, created.Spec.ImagePullPolicy, "defaulted")
 
 	var last *v1beta1.ImagePullJob
 	err = framework.WaitFor(ctx, pullJobTimeout, func(ctx context.Context) (bool, error) {
