@@ -39,6 +39,7 @@ import (
 
 	"github.com/shoal-io/shoal/coordinator/auth"
 	"github.com/shoal-io/shoal/coordinator/certs"
+	"github.com/shoal-io/shoal/coordinator/cloneset"
 	"github.com/shoal-io/shoal/coordinator/dispatch"
 	"github.com/shoal-io/shoal/coordinator/imagelistpull"
 	"github.com/shoal-io/shoal/coordinator/imagepull"
@@ -172,6 +173,17 @@ func Run(ctx context.Context, o Options) error {
 	}
 	synced = append(synced, crrs.HasSynced)
 
+	sets, err := cloneset.New(cloneset.Options{
+		Client: client, Shoal: shoal,
+		CloneSets: shoalInformers.Apps().V1beta1().CloneSets().Informer(), Pods: podInformer,
+		Revisions: kubeInformers.Apps().V1().ControllerRevisions().Informer(),
+		IsLeader:  isLeader, Recorder: recorder,
+	})
+	if err != nil {
+		return err
+	}
+	synced = append(synced, sets.HasSynced)
+
 	readiness, err := podreadiness.New(podreadiness.Options{Client: client, Pods: podInformer, IsLeader: isLeader, Registerer: reg})
 	if err != nil {
 		return err
@@ -258,6 +270,7 @@ func Run(ctx context.Context, o Options) error {
 	g.Go(func() error { return writer.Run(ctx) })
 	g.Go(func() error { return crrs.Run(ctx) })
 	g.Go(func() error { return readiness.Run(ctx) })
+	g.Go(func() error { return sets.Run(ctx) })
 	g.Go(func() error { return pulls.Run(ctx) })
 	g.Go(func() error { return lists.Run(ctx) })
 	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
@@ -313,6 +326,7 @@ func Run(ctx context.Context, o Options) error {
 			labelLeader(ctx, client, o, true)
 			crrs.Resync()
 			readiness.Resync()
+			sets.Resync()
 			pulls.Resync()
 			lists.Resync()
 		}, func() {
@@ -332,12 +346,14 @@ func Run(ctx context.Context, o Options) error {
 // has the whole picture at once.
 func kruiseInformers(f shoalinformers.SharedInformerFactory) []cache.SharedIndexInformer {
 	a, b, p := f.Apps().V1alpha1(), f.Apps().V1beta1(), f.Policy().V1alpha1()
+	// Each kind at its storage version (docs/dev/api-versions.md): reading
+	// another would send every object through the conversion webhook.
 	return []cache.SharedIndexInformer{
-		a.CloneSets().Informer(), a.DaemonSets().Informer(), a.SidecarSets().Informer(),
+		b.CloneSets().Informer(), b.DaemonSets().Informer(), b.SidecarSets().Informer(),
 		a.ContainerRecreateRequests().Informer(), a.ImagePullJobs().Informer(), a.ImageListPullJobs().Informer(),
 		a.PodProbeMarkers().Informer(), a.WorkloadSpreads().Informer(), a.ResourceDistributions().Informer(),
-		a.PersistentPodStates().Informer(), a.AdvancedCronJobs().Informer(), a.UnitedDeployments().Informer(),
-		a.BroadcastJobs().Informer(), b.StatefulSets().Informer(), p.PodUnavailableBudgets().Informer(),
+		a.PersistentPodStates().Informer(), b.AdvancedCronJobs().Informer(), a.UnitedDeployments().Informer(),
+		b.BroadcastJobs().Informer(), b.StatefulSets().Informer(), p.PodUnavailableBudgets().Informer(),
 	}
 }
 

@@ -1,0 +1,476 @@
+// Package cloneset is the coordinator's CloneSet controller (the kind at
+// its storage version, apps.kruise.io/v1beta1): it keeps spec.replicas
+// pods, each built from the revision of the template it was created at,
+// rolls them to the newest revision by recreating them within partition
+// and maxUnavailable, and reports the counts in status.
+//
+// What this first version does: scale up and down with expectations (a
+// stale cache never creates or deletes twice) and OpenKruise's scale-in
+// order (unscheduled, pending, not ready, lower pod-deletion-cost, newer
+// first; old revisions first while more than partition are left);
+// scaleStrategy.podsToDelete and the specified-delete label;
+// scaleStrategy.maxUnavailable on scale-up; ControllerRevisions and
+// revisionHistoryLimit; ReCreate updates with partition (integer or
+// percentage, OpenKruise's rounding), maxUnavailable and paused; new pods
+// at the current revision while partition asks for old ones; status with
+// every count, revisions, observedGeneration and labelSelector (the scale
+// subresource). In-place update, maxSurge, lifecycle hooks, PVCs and
+// pre-download come with the rest of issue 19: a CloneSet asking for
+// InPlaceOnly is left un-updated with a FailedUpdate condition that says
+// so, and InPlaceIfPossible recreates.
+package cloneset
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+
+	"github.com/shoal-io/shoal/coordinator/syncloop"
+	"github.com/shoal-io/shoal/coordinator/workload/expectations"
+	"github.com/shoal-io/shoal/coordinator/workload/lifecycle"
+	"github.com/shoal-io/shoal/protocol/apis/apps/v1beta1"
+	"github.com/shoal-io/shoal/protocol/apis/wellknown"
+	shoalclient "github.com/shoal-io/shoal/protocol/client/clientset/versioned"
+)
+
+// Options wire a Controller.
+type Options struct {
+	// Client writes pods and ControllerRevisions.
+	Client kubernetes.Interface
+	// Shoal writes CloneSet status.
+	Shoal shoalclient.Interface
+	// CloneSets, Pods and Revisions are shared informers (CloneSets at
+	// v1beta1, ControllerRevisions of apps/v1).
+	CloneSets, Pods, Revisions cache.SharedIndexInformer
+	// IsLeader tells whether this replica may write to the API.
+	IsLeader func() bool
+	// Recorder records events on CloneSets.
+	Recorder events.EventRecorder
+	// Clock times availability (minReadySeconds); nil is the real one.
+	Clock clock.Clock
+}
+
+// Controller reconciles CloneSets.
+type Controller struct {
+	o       Options
+	queue   syncloop.Queue
+	expect  *expectations.Expectations
+	regs    []cache.ResourceEventHandlerRegistration
+	sets    cache.Indexer
+	pods    cache.Indexer
+	revs    cache.Indexer
+	creates int // pods created per sync at most (a burst bound)
+}
+
+// byOwner indexes pods and revisions by their controller's UID.
+const byOwner = "cloneset-owner"
+
+// New returns a controller over the informers; Run starts it.
+func New(o Options) (*Controller, error) {
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	c := &Controller{
+		o: o, queue: syncloop.NewQueue("cloneset", nil), expect: expectations.New(o.Clock, 0),
+		sets: o.CloneSets.GetIndexer(), pods: o.Pods.GetIndexer(), revs: o.Revisions.GetIndexer(), creates: 50,
+	}
+	ownerIndex := cache.Indexers{byOwner: func(obj any) ([]string, error) {
+		m, ok := obj.(metav1.Object)
+		if !ok {
+			return nil, nil
+		}
+		if ref := metav1.GetControllerOf(m); ref != nil && ref.Kind == "CloneSet" {
+			return []string{string(ref.UID)}, nil
+		}
+		return nil, nil
+	}}
+	for _, inf := range []cache.SharedIndexInformer{o.Pods, o.Revisions} {
+		if err := inf.AddIndexers(ownerIndex); err != nil {
+			return nil, fmt.Errorf("index by CloneSet owner: %w", err)
+		}
+	}
+	reg, err := o.CloneSets.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.enqueue,
+		UpdateFunc: func(_, obj any) { c.enqueue(obj) },
+		DeleteFunc: c.enqueue,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("watch CloneSets: %w", err)
+	}
+	c.regs = append(c.regs, reg)
+	reg, err = o.Pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { c.podEvent(obj, expectations.Create) },
+		UpdateFunc: func(_, obj any) {
+			if p, ok := obj.(*corev1.Pod); ok && p.DeletionTimestamp != nil {
+				c.podEvent(obj, expectations.Delete)
+				return
+			}
+			c.podEvent(obj, "")
+		},
+		DeleteFunc: func(obj any) { c.podEvent(obj, expectations.Delete) },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("watch pods for CloneSets: %w", err)
+	}
+	c.regs = append(c.regs, reg)
+	return c, nil
+}
+
+// HasSynced reports whether the informers' initial lists went through the
+// controller's handlers.
+func (c *Controller) HasSynced() bool {
+	for _, r := range c.regs {
+		if !r.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+// Resync queues every CloneSet; the coordinator calls it when this replica
+// starts leading.
+func (c *Controller) Resync() {
+	for _, obj := range c.sets.List() {
+		c.enqueue(obj)
+	}
+}
+
+// Run processes the queue until ctx ends.
+func (c *Controller) Run(ctx context.Context) error {
+	syncloop.Run(ctx, c.queue, 2, "CloneSet", c.sync)
+	return nil
+}
+
+func (c *Controller) enqueue(obj any) { syncloop.Enqueue(c.queue, obj) }
+
+// podEvent observes an expectation and queues the pod's CloneSet.
+func (c *Controller) podEvent(obj any, observed expectations.Action) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	ref := metav1.GetControllerOf(p)
+	if ref == nil || ref.Kind != "CloneSet" {
+		return
+	}
+	key := p.Namespace + "/" + ref.Name
+	if observed != "" {
+		c.expect.Observe(key, observed, p.Name)
+	}
+	c.queue.Add(key)
+}
+
+// sync reconciles one CloneSet.
+func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error) {
+	if !c.o.IsLeader() {
+		return 0, nil
+	}
+	obj, exists, err := c.sets.GetByKey(key)
+	if err != nil {
+		return 0, err
+	}
+	if !exists {
+		c.expect.Forget(key)
+		return 0, nil
+	}
+	cs := obj.(*v1beta1.CloneSet)
+	if cs.DeletionTimestamp != nil {
+		return 0, nil
+	}
+	log := klog.FromContext(ctx).WithValues("cloneset", key)
+	ctx = klog.NewContext(ctx, log)
+
+	pods, err := c.ownedPods(cs)
+	if err != nil {
+		return 0, err
+	}
+	updateRev, currentRev, err := c.syncRevisions(ctx, cs, pods)
+	if err != nil {
+		return 0, err
+	}
+	p := newPlan(cs, pods, updateRev.Name, currentRev, c.o.Clock.Now())
+	var actErr error
+	if ok, waiting := c.expect.Satisfied(key); !ok {
+		log.V(2).Info("Waiting for the informer to show earlier changes", "pending", waiting)
+	} else {
+		actErr = c.act(ctx, cs, p, updateRev, currentRev)
+	}
+	if err := c.writeStatus(ctx, cs, p, actErr); err != nil {
+		return 0, errors.Join(actErr, err)
+	}
+	if actErr != nil {
+		return 0, actErr
+	}
+	return p.requeueAfter, nil
+}
+
+// ownedPods lists the pods cs controls (by owner UID), oldest first.
+func (c *Controller) ownedPods(cs *v1beta1.CloneSet) ([]*corev1.Pod, error) {
+	objs, err := c.pods.ByIndex(byOwner, string(cs.UID))
+	if err != nil {
+		return nil, err
+	}
+	pods := make([]*corev1.Pod, 0, len(objs))
+	for _, o := range objs {
+		if p, ok := o.(*corev1.Pod); ok && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+			pods = append(pods, p)
+		}
+	}
+	sort.Slice(pods, func(i, j int) bool { return pods[i].CreationTimestamp.Before(&pods[j].CreationTimestamp) })
+	return pods, nil
+}
+
+// syncRevisions makes sure the ControllerRevision of cs's template exists,
+// trims history to revisionHistoryLimit (never a revision a pod uses),
+// and returns the update revision and the current revision's name.
+func (c *Controller) syncRevisions(ctx context.Context, cs *v1beta1.CloneSet, pods []*corev1.Pod) (*appsv1.ControllerRevision, string, error) {
+	objs, err := c.revs.ByIndex(byOwner, string(cs.UID))
+	if err != nil {
+		return nil, "", err
+	}
+	revs := make([]*appsv1.ControllerRevision, 0, len(objs))
+	var maxNumber int64
+	for _, o := range objs {
+		r := o.(*appsv1.ControllerRevision)
+		revs = append(revs, r)
+		maxNumber = max(maxNumber, r.Revision)
+	}
+	hash, err := templateHash(&cs.Spec.Template, cs.Status.CollisionCount)
+	if err != nil {
+		return nil, "", err
+	}
+	name := cs.Name + "-" + hash
+	var update *appsv1.ControllerRevision
+	for _, r := range revs {
+		if r.Name == name {
+			update = r
+		}
+	}
+	if update == nil {
+		want, err := newRevision(cs, hash, maxNumber+1)
+		if err != nil {
+			return nil, "", err
+		}
+		update, err = c.o.Client.AppsV1().ControllerRevisions(cs.Namespace).Create(ctx, want, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			update, err = c.o.Client.AppsV1().ControllerRevisions(cs.Namespace).Get(ctx, name, metav1.GetOptions{})
+		}
+		if err != nil {
+			return nil, "", fmt.Errorf("create ControllerRevision %s: %w", name, err)
+		}
+		revs = append(revs, update)
+	}
+	current := cs.Status.CurrentRevision
+	if current == "" {
+		current = update.Name
+	}
+	// History: keep revisions pods use, the current and the update one,
+	// and the newest revisionHistoryLimit others.
+	limit := int(ptr.Deref(cs.Spec.RevisionHistoryLimit, 10))
+	used := map[string]bool{update.Name: true, current: true}
+	for _, p := range pods {
+		used[revisionOf(p, cs.Name)] = true
+	}
+	sort.Slice(revs, func(i, j int) bool { return revs[i].Revision > revs[j].Revision })
+	kept := 0
+	for _, r := range revs {
+		if used[r.Name] {
+			continue
+		}
+		if kept < limit {
+			kept++
+			continue
+		}
+		err := c.o.Client.AppsV1().ControllerRevisions(cs.Namespace).Delete(ctx, r.Name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return nil, "", fmt.Errorf("delete old ControllerRevision %s: %w", r.Name, err)
+		}
+	}
+	return update, current, nil
+}
+
+// revisionTemplate returns the pod template of revision name of cs.
+func (c *Controller) revisionTemplate(cs *v1beta1.CloneSet, name string) (*corev1.PodTemplateSpec, error) {
+	obj, exists, err := c.revs.GetByKey(cs.Namespace + "/" + name)
+	if err != nil {
+		return nil, err
+	}
+	if !exists {
+		return nil, fmt.Errorf("ControllerRevision %s/%s not found", cs.Namespace, name)
+	}
+	return templateOf(obj.(*appsv1.ControllerRevision))
+}
+
+// act carries out the plan: specified deletes, then scale, else update
+// (scaling and updating never happen in the same pass).
+func (c *Controller) act(ctx context.Context, cs *v1beta1.CloneSet, p *plan, updateRev *appsv1.ControllerRevision, currentRev string) error {
+	key := cs.Namespace + "/" + cs.Name
+	var errs []error
+	if len(p.deletes) > 0 {
+		for _, d := range p.deletes {
+			errs = append(errs, c.deletePod(ctx, cs, key, d.pod, d.why))
+		}
+		return errors.Join(errs...)
+	}
+	if p.createOld+p.createNew > 0 {
+		tmpl := &cs.Spec.Template
+		var old *corev1.PodTemplateSpec
+		if p.createOld > 0 {
+			var err error
+			if old, err = c.revisionTemplate(cs, currentRev); err != nil {
+				// The old revision is gone: new pods take the update one.
+				klog.FromContext(ctx).Info("Creating pods at the update revision: the current one is unavailable", "err", err.Error())
+				p.createNew, p.createOld = p.createNew+p.createOld, 0
+			}
+		}
+		for range min(p.createOld, c.creates) {
+			errs = append(errs, c.createPod(ctx, cs, key, old, currentRev))
+		}
+		for range min(p.createNew, c.creates) {
+			errs = append(errs, c.createPod(ctx, cs, key, tmpl, updateRev.Name))
+		}
+		return errors.Join(errs...)
+	}
+	return nil
+}
+
+// createPod creates one pod of cs from tmpl at revision rev.
+func (c *Controller) createPod(ctx context.Context, cs *v1beta1.CloneSet, key string, tmpl *corev1.PodTemplateSpec, rev string) error {
+	id := utilrand.String(5)
+	pod := &corev1.Pod{
+		ObjectMeta: *tmpl.ObjectMeta.DeepCopy(),
+		Spec:       *tmpl.Spec.DeepCopy(),
+	}
+	pod.Name, pod.Namespace, pod.GenerateName = cs.Name+"-"+id, cs.Namespace, ""
+	if pod.Labels == nil {
+		pod.Labels = map[string]string{}
+	}
+	pod.Labels[wellknown.LabelControllerRevisionHash] = rev
+	pod.Labels[wellknown.LabelPodTemplateHash] = rev[len(cs.Name)+1:]
+	pod.Labels[wellknown.LabelCloneSetInstanceID] = id
+	lifecycle.SetState(pod, lifecycle.Initial(cs.Spec.Lifecycle), c.o.Clock.Now())
+	pod.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(cs, v1beta1.SchemeGroupVersion.WithKind("CloneSet"))}
+	gate := corev1.PodReadinessGate{ConditionType: wellknown.ReadinessGateKruisePodReady}
+	if !containsGate(pod.Spec.ReadinessGates, gate) {
+		pod.Spec.ReadinessGates = append(pod.Spec.ReadinessGates, gate)
+	}
+	c.expect.Expect(key, expectations.Create, pod.Name)
+	_, err := c.o.Client.CoreV1().Pods(cs.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		c.expect.Observe(key, expectations.Create, pod.Name)
+		c.o.Recorder.Eventf(cs, nil, corev1.EventTypeWarning, "FailedCreate", "Create", "create pod %s: %v", pod.Name, err)
+		return fmt.Errorf("create pod %s: %w", pod.Name, err)
+	}
+	c.o.Recorder.Eventf(cs, nil, corev1.EventTypeNormal, "SuccessfulCreate", "Create", "created pod %s (revision %s)", pod.Name, rev)
+	return nil
+}
+
+func containsGate(gates []corev1.PodReadinessGate, g corev1.PodReadinessGate) bool {
+	for _, x := range gates {
+		if x == g {
+			return true
+		}
+	}
+	return false
+}
+
+// deletePod deletes one pod of cs, for why (logged and in the event).
+func (c *Controller) deletePod(ctx context.Context, cs *v1beta1.CloneSet, key string, p *corev1.Pod, why string) error {
+	c.expect.Expect(key, expectations.Delete, p.Name)
+	err := c.o.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}})
+	if err != nil {
+		c.expect.Observe(key, expectations.Delete, p.Name)
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return nil
+		}
+		c.o.Recorder.Eventf(cs, p, corev1.EventTypeWarning, "FailedDelete", "Delete", "delete pod %s (%s): %v", p.Name, why, err)
+		return fmt.Errorf("delete pod %s: %w", p.Name, err)
+	}
+	c.o.Recorder.Eventf(cs, p, corev1.EventTypeNormal, "SuccessfulDelete", "Delete", "deleted pod %s: %s", p.Name, why)
+	return nil
+}
+
+// writeStatus writes the plan's counts and conditions if they changed.
+func (c *Controller) writeStatus(ctx context.Context, cs *v1beta1.CloneSet, p *plan, actErr error) error {
+	st := p.status(cs)
+	setCondition(st, v1beta1.CloneSetConditionFailedScale, actErr != nil && p.scaling(), errMessage(actErr), c.o.Clock.Now())
+	setCondition(st, v1beta1.CloneSetConditionFailedUpdate, p.updateBlocked != "" || (actErr != nil && !p.scaling()),
+		firstNonEmpty(p.updateBlocked, errMessage(actErr)), c.o.Clock.Now())
+	if apiequality.Semantic.DeepEqual(&cs.Status, st) {
+		return nil
+	}
+	next := cs.DeepCopy()
+	next.Status = *st
+	_, err := c.o.Shoal.AppsV1beta1().CloneSets(cs.Namespace).UpdateStatus(ctx, next, metav1.UpdateOptions{})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil // a newer copy comes through the informer
+	}
+	return err
+}
+
+func errMessage(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, x := range s {
+		if x != "" {
+			return x
+		}
+	}
+	return ""
+}
+
+// setCondition sets (on) or removes (off) a condition of st.
+func setCondition(st *v1beta1.CloneSetStatus, t v1beta1.CloneSetConditionType, on bool, message string, now time.Time) {
+	for i, cond := range st.Conditions {
+		if cond.Type != t {
+			continue
+		}
+		if !on {
+			st.Conditions = append(st.Conditions[:i], st.Conditions[i+1:]...)
+			return
+		}
+		if cond.Message != message {
+			st.Conditions[i].Message = message
+			st.Conditions[i].LastUpdateTime = metav1.NewTime(now)
+		}
+		return
+	}
+	if on {
+		st.Conditions = append(st.Conditions, v1beta1.CloneSetCondition{
+			Type: t, Status: corev1.ConditionTrue, Message: message,
+			LastUpdateTime: metav1.NewTime(now), LastTransitionTime: metav1.NewTime(now),
+		})
+	}
+}
+
+// selectorString is the label selector as status.labelSelector shows it.
+func selectorString(cs *v1beta1.CloneSet) string {
+	sel, err := metav1.LabelSelectorAsSelector(cs.Spec.Selector)
+	if err != nil {
+		return ""
+	}
+	return sel.String()
+}

@@ -1,0 +1,200 @@
+package cloneset
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/shoal-io/shoal/coordinator/workload/rollout"
+	"github.com/shoal-io/shoal/protocol/apis/apps/v1beta1"
+)
+
+// deletion is a pod to delete and why.
+type deletion struct {
+	pod *corev1.Pod
+	why string
+}
+
+// plan is one pass's decisions about a CloneSet, from its pods as the
+// informer shows them; it is pure (no API calls), so it is tested alone.
+type plan struct {
+	replicas, partition int32
+	updateRev, current  string
+
+	active                                   []*corev1.Pod
+	updated, ready, available                int32
+	updatedReady, updatedAvailable, oldCount int32
+
+	deletes              []deletion
+	createOld, createNew int
+	// updateBlocked says why old pods are not being updated, if that is
+	// not the user's choice (paused, partition).
+	updateBlocked string
+	requeueAfter  time.Duration
+	err           error
+}
+
+// scaling reports whether the plan creates or deletes for scale.
+func (p *plan) scaling() bool { return p.createOld+p.createNew > 0 || len(p.deletes) > 0 }
+
+// newPlan decides what to do with cs's pods at now: specified deletes
+// first, then scaling, else a ReCreate update within partition and
+// maxUnavailable.
+func newPlan(cs *v1beta1.CloneSet, pods []*corev1.Pod, updateRev, current string, now time.Time) *plan {
+	p := &plan{replicas: ptr.Deref(cs.Spec.Replicas, 1), updateRev: updateRev, current: current}
+	minReady := time.Duration(cs.Spec.MinReadySeconds) * time.Second
+	ru := cs.Spec.UpdateStrategy.RollingUpdate
+	if ru == nil {
+		ru = &v1beta1.RollingUpdateCloneSetStrategy{}
+	}
+	var err error
+	if p.partition, err = rollout.Partition(ru.Partition, p.replicas); err != nil {
+		p.err = err
+	}
+	limits, err := rollout.UpdateLimits(ru.MaxUnavailable, nil, p.replicas)
+	if err != nil {
+		p.err = err
+	}
+
+	toDelete := map[string]bool{}
+	for _, n := range cs.Spec.ScaleStrategy.PodsToDelete {
+		toDelete[n] = true
+	}
+	var specified, oldPods, notAvailable []*corev1.Pod
+	for _, pod := range pods {
+		if pod.DeletionTimestamp != nil {
+			continue
+		}
+		p.active = append(p.active, pod)
+		isUpdated := revisionOf(pod, cs.Name) == updateRev
+		if isUpdated {
+			p.updated++
+		} else {
+			p.oldCount++
+			oldPods = append(oldPods, pod)
+		}
+		if podReady(pod) {
+			p.ready++
+			if isUpdated {
+				p.updatedReady++
+			}
+		}
+		if podAvailable(pod, minReady, now) {
+			p.available++
+			if isUpdated {
+				p.updatedAvailable++
+			}
+		} else {
+			notAvailable = append(notAvailable, pod)
+			if since := readySince(pod); since != nil {
+				// Ready, available once minReadySeconds have passed.
+				if d := since.Add(minReady).Sub(now); p.requeueAfter == 0 || d < p.requeueAfter {
+					p.requeueAfter = d + 100*time.Millisecond
+				}
+			}
+		}
+		if specifiedDelete(pod, toDelete) {
+			specified = append(specified, pod)
+		}
+	}
+	active := int32(len(p.active))
+
+	// 1. The user's specified deletes (their replacements come with the
+	// next scale-up).
+	if len(specified) > 0 {
+		for _, pod := range specified {
+			p.deletes = append(p.deletes, deletion{pod, "specified for deletion"})
+		}
+		return p
+	}
+
+	// 2. Scale.
+	switch {
+	case active < p.replicas:
+		n := p.replicas - active
+		if limit, err := rollout.ScaleUpLimit(cs.Spec.ScaleStrategy.MaxUnavailable, p.replicas); err == nil && limit >= 0 {
+			n = min(n, max(limit-int32(len(notAvailable)), 0))
+		}
+		// Old pods stay at partition: the first new pods take the current
+		// revision while fewer than partition old pods exist.
+		if updateRev != current {
+			p.createOld = int(min(n, max(p.partition-p.oldCount, 0)))
+		}
+		p.createNew = int(n) - p.createOld
+		return p
+	case active > p.replicas:
+		n := int(active - p.replicas)
+		// Old revisions go first while more old pods exist than partition
+		// keeps; then OpenKruise's order.
+		candidates := make([]*corev1.Pod, 0, len(p.active))
+		surplusOld := max(p.oldCount-p.partition, 0)
+		old := append([]*corev1.Pod(nil), oldPods...)
+		sortForDeletion(old)
+		candidates = append(candidates, old[:min(int(surplusOld), len(old))]...)
+		rest := make([]*corev1.Pod, 0, len(p.active))
+		for _, pod := range p.active {
+			if !containsPod(candidates, pod) {
+				rest = append(rest, pod)
+			}
+		}
+		sortForDeletion(rest)
+		candidates = append(candidates, rest...)
+		for _, pod := range candidates[:n] {
+			p.deletes = append(p.deletes, deletion{pod, fmt.Sprintf("scale in from %d to %d", active, p.replicas)})
+		}
+		return p
+	}
+
+	// 3. Update: recreate old pods beyond partition, within maxUnavailable.
+	if p.oldCount == 0 || p.err != nil {
+		return p
+	}
+	switch {
+	case cs.Spec.UpdateStrategy.Type == v1beta1.OnDeleteCloneSetUpdateStrategyType:
+		return p // pods move when the user deletes them
+	case ru.Paused:
+		return p
+	case ru.PodUpdatePolicy == v1beta1.InPlaceOnlyCloneSetPodUpdateStrategyType:
+		p.updateBlocked = "InPlaceOnly: in-place update is not implemented in this Shoal version yet; pods stay at revision " + current
+		return p
+	}
+	want := p.oldCount - p.partition
+	budget := limits.MaxUnavailable - int32(len(notAvailable))
+	n := min(want, budget)
+	if n <= 0 {
+		return p
+	}
+	sortForDeletion(oldPods)
+	for _, pod := range oldPods[:n] {
+		p.deletes = append(p.deletes, deletion{pod, "recreated at update revision " + updateRev})
+	}
+	return p
+}
+
+func containsPod(pods []*corev1.Pod, p *corev1.Pod) bool {
+	for _, x := range pods {
+		if x == p {
+			return true
+		}
+	}
+	return false
+}
+
+// status is the CloneSet status the plan observed (conditions kept).
+func (p *plan) status(cs *v1beta1.CloneSet) *v1beta1.CloneSetStatus {
+	st := cs.Status.DeepCopy()
+	st.ObservedGeneration = cs.Generation
+	st.Replicas = int32(len(p.active))
+	st.ReadyReplicas, st.AvailableReplicas = p.ready, p.available
+	st.UpdatedReplicas, st.UpdatedReadyReplicas, st.UpdatedAvailableReplicas = p.updated, p.updatedReady, p.updatedAvailable
+	st.ExpectedUpdatedReplicas = rollout.ExpectedUpdated(p.replicas, p.partition)
+	st.UpdateRevision = p.updateRev
+	st.CurrentRevision = p.current
+	if p.updated == p.replicas && int32(len(p.active)) == p.replicas {
+		st.CurrentRevision = p.updateRev
+	}
+	st.LabelSelector = selectorString(cs)
+	return st
+}

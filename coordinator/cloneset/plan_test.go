@@ -1,0 +1,209 @@
+package cloneset
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/shoal-io/shoal/protocol/apis/apps/v1beta1"
+	"github.com/shoal-io/shoal/protocol/apis/wellknown"
+)
+
+var now = time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+
+const (
+	oldRev = "web-old"
+	newRev = "web-new"
+)
+
+func cloneSet(replicas int32, mutate func(*v1beta1.CloneSet)) *v1beta1.CloneSet {
+	cs := &v1beta1.CloneSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", Generation: 2},
+		Spec: v1beta1.CloneSetSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			UpdateStrategy: v1beta1.CloneSetUpdateStrategy{
+				Type: v1beta1.RollingUpdateCloneSetUpdateStrategyType,
+				RollingUpdate: &v1beta1.RollingUpdateCloneSetStrategy{
+					PodUpdatePolicy: v1beta1.RecreateCloneSetPodUpdateStrategyType,
+					MaxUnavailable:  ptr.To(intstr.FromString("20%")),
+				},
+			},
+		},
+	}
+	if mutate != nil {
+		mutate(cs)
+	}
+	return cs
+}
+
+// podOpt adjusts a test pod.
+type podOpt func(*corev1.Pod)
+
+func notReady(p *corev1.Pod) { p.Status.Conditions = nil }
+func unscheduled(p *corev1.Pod) {
+	p.Spec.NodeName = ""
+	p.Status.Phase = corev1.PodPending
+	notReady(p)
+}
+func cost(n string) podOpt {
+	return func(p *corev1.Pod) { p.Annotations = map[string]string{wellknown.AnnotationPodDeletionCost: n} }
+}
+func labelled(k string) podOpt { return func(p *corev1.Pod) { p.Labels[k] = "true" } }
+
+// pod is a running, ready pod of revision rev created age ago.
+func pod(name, rev string, age time.Duration, opts ...podOpt) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", CreationTimestamp: metav1.NewTime(now.Add(-age)),
+			Labels: map[string]string{"app": "web", wellknown.LabelControllerRevisionHash: rev}},
+		Spec: corev1.PodSpec{NodeName: "n1"},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{
+			{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(now.Add(-age / 2))},
+		}},
+	}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
+
+func names(ds []deletion) []string {
+	var out []string
+	for _, d := range ds {
+		out = append(out, d.pod.Name)
+	}
+	return out
+}
+
+func pods(n int, rev string) []*corev1.Pod {
+	var out []*corev1.Pod
+	for i := range n {
+		out = append(out, pod(fmt.Sprintf("%s-%d", rev, i), rev, time.Duration(10+i)*time.Minute))
+	}
+	return out
+}
+
+func TestPlanScale(t *testing.T) {
+	t.Run("a new CloneSet creates its replicas", func(t *testing.T) {
+		p := newPlan(cloneSet(3, nil), nil, newRev, newRev, now)
+		require.Equal(t, 3, p.createNew)
+		require.Zero(t, p.createOld)
+	})
+	t.Run("scale in: unscheduled, not ready, lower deletion cost, newer first", func(t *testing.T) {
+		ps := []*corev1.Pod{
+			pod("ready-old", newRev, time.Hour),
+			pod("ready-new", newRev, time.Minute),
+			pod("costly", newRev, 2*time.Minute, cost("100")),
+			pod("cheap", newRev, 3*time.Hour, cost("-5")),
+			pod("not-ready", newRev, time.Hour, notReady),
+			pod("unscheduled", newRev, time.Hour, unscheduled),
+		}
+		p := newPlan(cloneSet(2, nil), ps, newRev, newRev, now)
+		require.Equal(t, []string{"unscheduled", "not-ready", "cheap", "ready-new"}, names(p.deletes))
+	})
+	t.Run("scale in takes old revisions beyond partition first", func(t *testing.T) {
+		ps := append(pods(2, oldRev), pods(3, newRev)...)
+		p := newPlan(cloneSet(3, func(cs *v1beta1.CloneSet) {
+			cs.Spec.UpdateStrategy.RollingUpdate.Partition = ptr.To(intstr.FromInt32(1))
+		}), ps, newRev, oldRev, now)
+		require.Len(t, p.deletes, 2)
+		require.Equal(t, oldRev, p.deletes[0].pod.Labels[wellknown.LabelControllerRevisionHash], "one old pod is beyond partition 1")
+		require.Equal(t, newRev, p.deletes[1].pod.Labels[wellknown.LabelControllerRevisionHash])
+	})
+	t.Run("scale up keeps partition old pods at the current revision", func(t *testing.T) {
+		p := newPlan(cloneSet(5, func(cs *v1beta1.CloneSet) {
+			cs.Spec.UpdateStrategy.RollingUpdate.Partition = ptr.To(intstr.FromInt32(3))
+		}), pods(1, oldRev), newRev, oldRev, now)
+		require.Equal(t, 2, p.createOld)
+		require.Equal(t, 2, p.createNew)
+	})
+	t.Run("scaleStrategy.maxUnavailable bounds a scale-up", func(t *testing.T) {
+		ps := []*corev1.Pod{pod("starting", newRev, time.Second, notReady)}
+		p := newPlan(cloneSet(10, func(cs *v1beta1.CloneSet) {
+			cs.Spec.ScaleStrategy.MaxUnavailable = ptr.To(intstr.FromInt32(3))
+		}), ps, newRev, newRev, now)
+		require.Equal(t, 2, p.createNew, "3 may be unavailable, one already is")
+	})
+	t.Run("specified delete: label and podsToDelete", func(t *testing.T) {
+		ps := []*corev1.Pod{pod("a", newRev, time.Hour), pod("b", newRev, time.Hour, labelled(wellknown.LabelSpecifiedDelete)), pod("c", newRev, time.Hour)}
+		p := newPlan(cloneSet(3, func(cs *v1beta1.CloneSet) { cs.Spec.ScaleStrategy.PodsToDelete = []string{"c"} }), ps, newRev, newRev, now)
+		require.Equal(t, []string{"b", "c"}, names(p.deletes))
+		require.Zero(t, p.createNew, "replacements come with the next pass")
+	})
+}
+
+func TestPlanRecreateUpdate(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		replicas  int32
+		pods      []*corev1.Pod
+		mutate    func(*v1beta1.RollingUpdateCloneSetStrategy)
+		deletes   int
+		blocked   string
+		expectedU int32
+	}{
+		{"partition 99% of 4 updates exactly one (seed 000, v1.2)", 4, pods(4, oldRev),
+			func(r *v1beta1.RollingUpdateCloneSetStrategy) {
+				r.Partition = ptr.To(intstr.FromString("99%"))
+				r.MaxUnavailable = ptr.To(intstr.FromInt32(4))
+			}, 1, "", 1},
+		{"maxUnavailable 20% of 10 recreates two at a time", 10, pods(10, oldRev), nil, 2, "", 10},
+		{"a pod already unavailable uses the budget", 5, append(pods(4, oldRev), pod("starting", newRev, time.Second, notReady)),
+			func(r *v1beta1.RollingUpdateCloneSetStrategy) { r.MaxUnavailable = ptr.To(intstr.FromInt32(1)) }, 0, "", 5},
+		{"paused", 4, pods(4, oldRev), func(r *v1beta1.RollingUpdateCloneSetStrategy) { r.Paused = true }, 0, "", 4},
+		{"partition 4 of 4 updates none", 4, pods(4, oldRev), func(r *v1beta1.RollingUpdateCloneSetStrategy) { r.Partition = ptr.To(intstr.FromInt32(4)) }, 0, "", 0},
+		{"InPlaceOnly is not done yet, and says so", 4, pods(4, oldRev),
+			func(r *v1beta1.RollingUpdateCloneSetStrategy) {
+				r.PodUpdatePolicy = v1beta1.InPlaceOnlyCloneSetPodUpdateStrategyType
+			}, 0, "in-place update is not implemented", 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs := cloneSet(tc.replicas, func(cs *v1beta1.CloneSet) {
+				if tc.mutate != nil {
+					tc.mutate(cs.Spec.UpdateStrategy.RollingUpdate)
+				}
+			})
+			p := newPlan(cs, tc.pods, newRev, oldRev, now)
+			require.Len(t, p.deletes, tc.deletes)
+			for _, d := range p.deletes {
+				require.Equal(t, oldRev, d.pod.Labels[wellknown.LabelControllerRevisionHash])
+			}
+			if tc.blocked != "" {
+				require.Contains(t, p.updateBlocked, tc.blocked)
+			}
+			st := p.status(cs)
+			require.Equal(t, tc.expectedU, st.ExpectedUpdatedReplicas)
+		})
+	}
+}
+
+func TestPlanStatus(t *testing.T) {
+	cs := cloneSet(3, func(cs *v1beta1.CloneSet) { cs.Spec.MinReadySeconds = 60 })
+	ps := []*corev1.Pod{
+		pod("a", newRev, time.Hour),
+		pod("b", newRev, 30*time.Second), // ready 15 s ago: not available yet
+		pod("c", oldRev, time.Hour),
+	}
+	p := newPlan(cs, ps, newRev, oldRev, now)
+	st := p.status(cs)
+	require.EqualValues(t, 3, st.Replicas)
+	require.EqualValues(t, 3, st.ReadyReplicas)
+	require.EqualValues(t, 2, st.AvailableReplicas)
+	require.EqualValues(t, 2, st.UpdatedReplicas)
+	require.EqualValues(t, 2, st.UpdatedReadyReplicas)
+	require.EqualValues(t, 1, st.UpdatedAvailableReplicas)
+	require.Equal(t, oldRev, st.CurrentRevision, "not every pod is updated")
+	require.Equal(t, newRev, st.UpdateRevision)
+	require.EqualValues(t, 2, st.ObservedGeneration)
+	require.Equal(t, "app=web", st.LabelSelector)
+	require.InDelta(t, (45 * time.Second).Seconds(), p.requeueAfter.Seconds(), 1, "come back when b becomes available")
+
+	all := newPlan(cs, []*corev1.Pod{pod("a", newRev, time.Hour), pod("b", newRev, time.Hour), pod("d", newRev, time.Hour)}, newRev, oldRev, now)
+	require.Equal(t, newRev, all.status(cs).CurrentRevision, "every pod updated: current moves")
+}

@@ -1,0 +1,190 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/shoal-io/shoal/protocol/apis/apps/v1beta1"
+	"github.com/shoal-io/shoal/protocol/apis/wellknown"
+	"github.com/shoal-io/shoal/test/e2e/framework"
+)
+
+// cloneSetTimeout bounds one CloneSet step (pods created and ready).
+const cloneSetTimeout = 2 * time.Minute
+
+// testCloneSet is a CloneSet of the testserver with an HTTP readiness probe,
+// recreated on update.
+func testCloneSet(f *framework.Framework, name string, replicas int32) *v1beta1.CloneSet {
+	return &v1beta1.CloneSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: v1beta1.CloneSetSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
+				Spec: corev1.PodSpec{
+					TerminationGracePeriodSeconds: ptr.To[int64](1),
+					Containers: []corev1.Container{{
+						Name: "app", Image: f.Image("testserver:latest"), Args: []string{"serve", "--port", "8080"},
+						ReadinessProbe: &corev1.Probe{
+							ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}},
+							PeriodSeconds: 1,
+						},
+					}},
+				},
+			},
+			UpdateStrategy: v1beta1.CloneSetUpdateStrategy{
+				Type: v1beta1.RollingUpdateCloneSetUpdateStrategyType,
+				RollingUpdate: &v1beta1.RollingUpdateCloneSetStrategy{
+					PodUpdatePolicy: v1beta1.RecreateCloneSetPodUpdateStrategyType,
+					MaxUnavailable:  ptr.To(intstr.FromInt32(2)),
+				},
+			},
+		},
+	}
+}
+
+// waitCloneSet polls the CloneSet until done says so.
+func waitCloneSet(ctx context.Context, t *testing.T, f *framework.Framework, name, what string, done func(*v1beta1.CloneSet) bool) *v1beta1.CloneSet {
+	t.Helper()
+	var last *v1beta1.CloneSet
+	err := framework.WaitFor(ctx, cloneSetTimeout, func(ctx context.Context) (bool, error) {
+		cs, err := f.Shoal.AppsV1beta1().CloneSets(f.Namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		last = cs
+		return cs.Status.ObservedGeneration == cs.Generation && done(cs), nil
+	})
+	require.NoError(t, err, "CloneSet %s: %s; last status %+v", name, what, last.Status)
+	return last
+}
+
+// settled: every pod exists, is ready and at the update revision, as far
+// as partition lets it.
+func settled(replicas, updated int32) func(*v1beta1.CloneSet) bool {
+	return func(cs *v1beta1.CloneSet) bool {
+		s := cs.Status
+		return s.Replicas == replicas && s.ReadyReplicas == replicas && s.UpdatedReplicas == updated && s.UpdatedReadyReplicas == updated
+	}
+}
+
+// cloneSetPods lists the CloneSet's pods that are not being deleted.
+func cloneSetPods(ctx context.Context, t *testing.T, f *framework.Framework, name string) []corev1.Pod {
+	t.Helper()
+	list, err := f.Kube.CoreV1().Pods(f.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+	require.NoError(t, err)
+	var out []corev1.Pod
+	for _, p := range list.Items {
+		if p.DeletionTimestamp == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// TestCloneSetScaleAndRecreate ports OpenKruise's CloneSet cases "scale
+// up and down", "recreate update" and "partition" (with v1.2's rounding:
+// partition 99% of 3 updates exactly one pod), on the v1beta1 API.
+func TestCloneSetScaleAndRecreate(t *testing.T) {
+	t.Parallel()
+	f := newFramework(t)
+	ctx := t.Context()
+	sets := f.Shoal.AppsV1beta1().CloneSets(f.Namespace)
+	created, err := sets.Create(ctx, testCloneSet(f, "web", 3), metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	cs := waitCloneSet(ctx, t, f, "web", "3 pods ready", settled(3, 3))
+	require.Equal(t, cs.Status.UpdateRevision, cs.Status.CurrentRevision)
+	require.Equal(t, "app=web", cs.Status.LabelSelector)
+	require.EqualValues(t, 3, cs.Status.ExpectedUpdatedReplicas)
+	pods := cloneSetPods(ctx, t, f, "web")
+	require.Len(t, pods, 3)
+	for _, p := range pods {
+		ref := metav1.GetControllerOf(&p)
+		require.NotNil(t, ref)
+		require.Equal(t, created.UID, ref.UID)
+		require.Equal(t, cs.Status.UpdateRevision, p.Labels[wellknown.LabelControllerRevisionHash])
+		require.NotEmpty(t, p.Labels[wellknown.LabelCloneSetInstanceID])
+		require.Equal(t, "web-"+p.Labels[wellknown.LabelCloneSetInstanceID], p.Name)
+		require.Equal(t, string(wellknown.LifecycleStateNormal), p.Labels[wellknown.LabelLifecycleState])
+		require.Contains(t, p.Spec.ReadinessGates, corev1.PodReadinessGate{ConditionType: wellknown.ReadinessGateKruisePodReady})
+	}
+	revs, err := f.Kube.AppsV1().ControllerRevisions(f.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+	require.NoError(t, err)
+	require.Len(t, revs.Items, 1)
+	require.Equal(t, cs.Status.UpdateRevision, revs.Items[0].Name)
+
+	// Scale through the scale subresource, as kubectl scale and an HPA do.
+	scale := func(n int32) {
+		t.Helper()
+		_, err := sets.UpdateScale(ctx, "web", &autoscalingv1.Scale{
+			ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: f.Namespace}, Spec: autoscalingv1.ScaleSpec{Replicas: n},
+		}, metav1.UpdateOptions{})
+		require.NoError(t, err)
+	}
+	scale(1)
+	waitCloneSet(ctx, t, f, "web", "scaled in to 1", settled(1, 1))
+	scale(3)
+	cs = waitCloneSet(ctx, t, f, "web", "scaled out to 3", settled(3, 3))
+	oldRev := cs.Status.UpdateRevision
+	before := cloneSetPods(ctx, t, f, "web")
+
+	// A template change with partition 99%: exactly one pod is recreated
+	// at the new revision (OpenKruise rounds up but updates at least one).
+	cs.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "VERSION", Value: "v2"}}
+	cs.Spec.UpdateStrategy.RollingUpdate.Partition = ptr.To(intstr.FromString("99%"))
+	_, err = sets.Update(ctx, cs, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	cs = waitCloneSet(ctx, t, f, "web", "one pod updated", settled(3, 1))
+	require.NotEqual(t, oldRev, cs.Status.UpdateRevision)
+	require.Equal(t, oldRev, cs.Status.CurrentRevision, "not every pod is updated yet")
+	require.EqualValues(t, 1, cs.Status.ExpectedUpdatedReplicas)
+	after := cloneSetPods(ctx, t, f, "web")
+	kept := 0
+	for _, p := range after {
+		if slices.ContainsFunc(before, func(b corev1.Pod) bool { return b.UID == p.UID }) {
+			kept++
+			require.Equal(t, oldRev, p.Labels[wellknown.LabelControllerRevisionHash])
+		} else {
+			require.Equal(t, cs.Status.UpdateRevision, p.Labels[wellknown.LabelControllerRevisionHash])
+		}
+	}
+	require.Equal(t, 2, kept, "partition keeps two old pods")
+
+	// Partition 0: the rest follow, within maxUnavailable; the revision
+	// becomes current.
+	cs.Spec.UpdateStrategy.RollingUpdate.Partition = nil
+	_, err = sets.Update(ctx, cs, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	cs = waitCloneSet(ctx, t, f, "web", "all pods updated", func(cs *v1beta1.CloneSet) bool {
+		return settled(3, 3)(cs) && cs.Status.CurrentRevision == cs.Status.UpdateRevision
+	})
+	for _, p := range cloneSetPods(ctx, t, f, "web") {
+		require.Equal(t, cs.Status.UpdateRevision, p.Labels[wellknown.LabelControllerRevisionHash], "pod %s", p.Name)
+	}
+
+	// Events tell what happened.
+	evs, err := f.Kube.EventsV1().Events(f.Namespace).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	reasons := map[string]int{}
+	for _, e := range evs.Items {
+		if e.Regarding.Kind == "CloneSet" {
+			reasons[e.Reason]++
+		}
+	}
+	require.Positive(t, reasons["SuccessfulCreate"], fmt.Sprint(reasons))
+	require.Positive(t, reasons["SuccessfulDelete"], fmt.Sprint(reasons))
+}
