@@ -376,6 +376,9 @@ func (c *Controller) createPod(ctx context.Context, cs *v1beta1.CloneSet, key st
 	_, err := c.o.Client.CoreV1().Pods(cs.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
 		c.expect.Observe(key, expectations.Create, pod.Name)
+		if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+			return nil // the CloneSet goes with its namespace
+		}
 		c.o.Recorder.Eventf(cs, nil, corev1.EventTypeWarning, "FailedCreate", "Create", "create pod %s: %v", pod.Name, err)
 		return fmt.Errorf("create pod %s: %w", pod.Name, err)
 	}
