@@ -269,13 +269,30 @@ func (f *Fetcher) Start(d v1.Descriptor, o Origin, limit time.Duration) {
 	}()
 }
 
-// join returns d's flight, starting it if none runs.
+// join returns d's flight, starting it if none runs. A flight whose last
+// caller left is winding down (cancelled): join waits for it to end and
+// starts a new one, rather than handing the caller a fetch that can only
+// fail (a runtime that gave up on a blob and asked again at once got
+// "context canceled").
 func (f *Fetcher) join(d v1.Descriptor, o Origin) *flight {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if fl, ok := f.flights[d.Digest]; ok {
-		fl.refs++
-		return fl
+	for {
+		fl, ok := f.flights[d.Digest]
+		if !ok {
+			break
+		}
+		if fl.refs > 0 {
+			fl.refs++
+			return fl
+		}
+		// Cancelled: its job stops promptly (requests and the upstream
+		// stream are cancelled, the lease is given back within
+		// rpcTimeout) and removes it.
+		done := fl.done
+		f.mu.Unlock()
+		<-done
+		f.mu.Lock()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	fl := &flight{done: make(chan struct{}), cancel: cancel, refs: 1}
