@@ -11,10 +11,10 @@
 // scaleStrategy.podsToDelete and the specified-delete label;
 // scaleStrategy.maxUnavailable on scale-up; ControllerRevisions and
 // revisionHistoryLimit; ReCreate updates with partition (integer or
-// percentage, OpenKruise's rounding), maxUnavailable and paused; new pods
+// percentage, OpenKruise's rounding), maxUnavailable, maxSurge and paused; new pods
 // at the current revision while partition asks for old ones; status with
 // every count, revisions, observedGeneration and labelSelector (the scale
-// subresource). In-place update, maxSurge, lifecycle hooks, PVCs and
+// subresource). In-place update, lifecycle hooks, PVCs and
 // pre-download come with the rest of issue 19: a CloneSet asking for
 // InPlaceOnly is left un-updated with a FailedUpdate condition that says
 // so, and InPlaceIfPossible recreates.

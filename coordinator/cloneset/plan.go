@@ -53,7 +53,7 @@ func newPlan(cs *v1beta1.CloneSet, pods []*corev1.Pod, updateRev, current string
 	if p.partition, err = rollout.Partition(ru.Partition, p.replicas); err != nil {
 		p.err = err
 	}
-	limits, err := rollout.UpdateLimits(ru.MaxUnavailable, nil, p.replicas)
+	limits, err := rollout.UpdateLimits(ru.MaxUnavailable, ru.MaxSurge, p.replicas)
 	if err != nil {
 		p.err = err
 	}
@@ -110,10 +110,19 @@ func newPlan(cs *v1beta1.CloneSet, pods []*corev1.Pod, updateRev, current string
 		return p
 	}
 
-	// 2. Scale.
+	// 2. Scale, to replicas plus the update's surge: while old pods beyond
+	// partition remain and the update may run, up to maxSurge extra pods
+	// at the update revision (the update step then deletes old ones).
+	updating := p.oldCount > p.partition && p.err == nil && !ru.Paused &&
+		cs.Spec.UpdateStrategy.Type != v1beta1.OnDeleteCloneSetUpdateStrategyType &&
+		ru.PodUpdatePolicy != v1beta1.InPlaceOnlyCloneSetPodUpdateStrategyType
+	target := p.replicas
+	if updating {
+		target += min(limits.MaxSurge, p.oldCount-p.partition)
+	}
 	switch {
-	case active < p.replicas:
-		n := p.replicas - active
+	case active < target:
+		n := target - active
 		if limit, err := rollout.ScaleUpLimit(cs.Spec.ScaleStrategy.MaxUnavailable, p.replicas); err == nil && limit >= 0 {
 			n = min(n, max(limit-int32(len(notAvailable)), 0))
 		}
@@ -124,8 +133,8 @@ func newPlan(cs *v1beta1.CloneSet, pods []*corev1.Pod, updateRev, current string
 		}
 		p.createNew = int(n) - p.createOld
 		return p
-	case active > p.replicas:
-		n := int(active - p.replicas)
+	case active > target:
+		n := int(active - target)
 		// Old revisions go first while more old pods exist than partition
 		// keeps; then OpenKruise's order.
 		candidates := make([]*corev1.Pod, 0, len(p.active))
@@ -142,12 +151,13 @@ func newPlan(cs *v1beta1.CloneSet, pods []*corev1.Pod, updateRev, current string
 		sortForDeletion(rest)
 		candidates = append(candidates, rest...)
 		for _, pod := range candidates[:n] {
-			p.deletes = append(p.deletes, deletion{pod, fmt.Sprintf("scale in from %d to %d", active, p.replicas)})
+			p.deletes = append(p.deletes, deletion{pod, fmt.Sprintf("scale in from %d to %d", active, target)})
 		}
 		return p
 	}
 
-	// 3. Update: recreate old pods beyond partition, within maxUnavailable.
+	// 3. Update: recreate old pods beyond partition, within maxUnavailable
+	// (plus the surge pods above replicas, which stand in for them).
 	if p.oldCount == 0 || p.err != nil {
 		return p
 	}
@@ -161,7 +171,7 @@ func newPlan(cs *v1beta1.CloneSet, pods []*corev1.Pod, updateRev, current string
 		return p
 	}
 	want := p.oldCount - p.partition
-	budget := limits.MaxUnavailable - int32(len(notAvailable))
+	budget := limits.MaxUnavailable + (active - p.replicas) - int32(len(notAvailable))
 	n := min(want, budget)
 	if n <= 0 {
 		return p

@@ -2,6 +2,7 @@ package cloneset
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -206,4 +207,46 @@ func TestPlanStatus(t *testing.T) {
 
 	all := newPlan(cs, []*corev1.Pod{pod("a", newRev, time.Hour), pod("b", newRev, time.Hour), pod("d", newRev, time.Hour)}, newRev, oldRev, now)
 	require.Equal(t, newRev, all.status(cs).CurrentRevision, "every pod updated: current moves")
+}
+
+// TestPlanSurge walks a ReCreate update with maxSurge 1 and maxUnavailable
+// 0 of 3 pods: a new pod first, an old one deleted once it is available,
+// and never fewer than 3 available pods.
+func TestPlanSurge(t *testing.T) {
+	cs := cloneSet(3, func(cs *v1beta1.CloneSet) {
+		cs.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable = ptr.To(intstr.FromInt32(0))
+		cs.Spec.UpdateStrategy.RollingUpdate.MaxSurge = ptr.To(intstr.FromInt32(1))
+	})
+	state := pods(3, oldRev)
+	for step := 0; step < 12; step++ {
+		p := newPlan(cs, state, newRev, oldRev, now)
+		require.GreaterOrEqual(t, p.available, int32(3), "step %d: availability dropped", step)
+		switch {
+		case p.createNew > 0:
+			require.Equal(t, 1, p.createNew, "step %d: one surge pod at a time", step)
+			require.Empty(t, p.deletes)
+			// The new pod starts, then becomes ready.
+			state = append(state, pod(fmt.Sprintf("new-%d", step), newRev, time.Hour))
+		case len(p.deletes) > 0:
+			require.Len(t, p.deletes, 1, "step %d", step)
+			require.Equal(t, oldRev, p.deletes[0].pod.Labels[wellknown.LabelControllerRevisionHash])
+			state = slices.DeleteFunc(state, func(x *corev1.Pod) bool { return x == p.deletes[0].pod })
+		default:
+			require.EqualValues(t, 3, p.updated, "step %d: done", step)
+			require.Len(t, state, 3)
+			return
+		}
+	}
+	t.Fatal("the update did not finish in 12 steps")
+}
+
+func TestPlanSurgeWaitsForAvailability(t *testing.T) {
+	cs := cloneSet(3, func(cs *v1beta1.CloneSet) {
+		cs.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable = ptr.To(intstr.FromInt32(0))
+		cs.Spec.UpdateStrategy.RollingUpdate.MaxSurge = ptr.To(intstr.FromInt32(1))
+	})
+	state := append(pods(3, oldRev), pod("starting", newRev, time.Second, notReady))
+	p := newPlan(cs, state, newRev, oldRev, now)
+	require.Empty(t, p.deletes, "the surge pod is not available yet")
+	require.Zero(t, p.createNew, "one surge pod at a time")
 }

@@ -176,6 +176,26 @@ func TestCloneSetScaleAndRecreate(t *testing.T) {
 		require.Equal(t, cs.Status.UpdateRevision, p.Labels[wellknown.LabelControllerRevisionHash], "pod %s", p.Name)
 	}
 
+	// maxSurge 1, maxUnavailable 0: a new pod comes up before each old one
+	// goes, and the update still finishes.
+	cs.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "VERSION", Value: "v3"}}
+	cs.Spec.UpdateStrategy.RollingUpdate.MaxSurge = ptr.To(intstr.FromInt32(1))
+	cs.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable = ptr.To(intstr.FromInt32(0))
+	_, err = sets.Update(ctx, cs, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	v2 := cs.Status.UpdateRevision
+	var minReady int32 = 3
+	done := waitCloneSet(ctx, t, f, "web", "all pods updated with surge", func(cs *v1beta1.CloneSet) bool {
+		if cs.Status.UpdateRevision != v2 {
+			minReady = min(minReady, cs.Status.ReadyReplicas)
+		}
+		return cs.Status.UpdateRevision != v2 && settled(3, 3)(cs) && cs.Status.CurrentRevision == cs.Status.UpdateRevision
+	})
+	require.EqualValues(t, 3, minReady, "maxUnavailable 0: never fewer than 3 ready pods (as polled)")
+	for _, p := range cloneSetPods(ctx, t, f, "web") {
+		require.Equal(t, done.Status.UpdateRevision, p.Labels[wellknown.LabelControllerRevisionHash], "pod %s", p.Name)
+	}
+
 	// Events tell what happened.
 	evs, err := f.Kube.EventsV1().Events(f.Namespace).List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
