@@ -14,7 +14,8 @@
 // percentage, OpenKruise's rounding), maxUnavailable, maxSurge and paused; new pods
 // at the current revision while partition asks for old ones; status with
 // every count, revisions, observedGeneration and labelSelector (the scale
-// subresource). In-place update, lifecycle hooks, PVCs and
+// subresource); the preDelete lifecycle hook (PreparingDelete, with
+// markPodNotReady). In-place update, the other lifecycle hooks, PVCs and
 // pre-download come with the rest of issue 19: a CloneSet asking for
 // InPlaceOnly is left un-updated with a FailedUpdate condition that says
 // so, and InPlaceIfPossible recreates.
@@ -326,7 +327,7 @@ func (c *Controller) act(ctx context.Context, cs *v1beta1.CloneSet, p *plan, upd
 	var errs []error
 	if len(p.deletes) > 0 {
 		for _, d := range p.deletes {
-			errs = append(errs, c.deletePod(ctx, cs, key, d.pod, d.why))
+			errs = append(errs, c.retire(ctx, cs, key, d))
 		}
 		return errors.Join(errs...)
 	}
@@ -393,6 +394,50 @@ func containsGate(gates []corev1.PodReadinessGate, g corev1.PodReadinessGate) bo
 		}
 	}
 	return false
+}
+
+// retire deletes a pod the plan let go, unless the preDelete lifecycle
+// hook holds it: then the pod moves to PreparingDelete (and, with
+// markPodNotReady, KruisePodReady False) and waits there until the hook's
+// labels and finalizers are gone; its update event brings the CloneSet
+// back.
+func (c *Controller) retire(ctx context.Context, cs *v1beta1.CloneSet, key string, d deletion) error {
+	step := lifecycle.BeforeDelete(cs.Spec.Lifecycle, d.pod)
+	if step.MarkNotReady {
+		if err := c.markNotReady(ctx, d.pod, "PreparingDelete", "held by the CloneSet's preDelete lifecycle hook"); err != nil {
+			return err
+		}
+	}
+	if step.Proceed {
+		return c.deletePod(ctx, cs, key, d.pod, d.why)
+	}
+	if step.State == "" {
+		return nil // still held
+	}
+	pod := d.pod.DeepCopy()
+	lifecycle.SetState(pod, step.State, c.o.Clock.Now())
+	if _, err := c.o.Client.CoreV1().Pods(pod.Namespace).Update(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return nil // a newer copy comes through the informer
+		}
+		return fmt.Errorf("move pod %s to %s: %w", pod.Name, step.State, err)
+	}
+	c.o.Recorder.Eventf(cs, d.pod, corev1.EventTypeNormal, "PreparingDelete", "Delete",
+		"pod %s is held by the preDelete lifecycle hook before it is deleted (%s)", pod.Name, d.why)
+	return nil
+}
+
+// markNotReady sets the pod's KruisePodReady condition False (once).
+func (c *Controller) markNotReady(ctx context.Context, p *corev1.Pod, reason, message string) error {
+	pod := p.DeepCopy()
+	if !lifecycle.SetKruisePodReady(pod, corev1.ConditionFalse, reason, message, c.o.Clock.Now()) {
+		return nil
+	}
+	_, err := c.o.Client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("set %s False on pod %s: %w", wellknown.ConditionKruisePodReady, pod.Name, err)
+	}
+	return nil
 }
 
 // deletePod deletes one pod of cs, for why (logged and in the event).

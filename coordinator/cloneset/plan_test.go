@@ -250,3 +250,11 @@ func TestPlanSurgeWaitsForAvailability(t *testing.T) {
 	require.Empty(t, p.deletes, "the surge pod is not available yet")
 	require.Zero(t, p.createNew, "one surge pod at a time")
 }
+
+func TestPlanScaleInPrefersPreparingDelete(t *testing.T) {
+	held := pod("held", newRev, time.Hour)
+	held.Labels[wellknown.LabelLifecycleState] = string(wellknown.LifecycleStatePreparingDelete)
+	ps := []*corev1.Pod{pod("a", newRev, time.Hour, notReady), held, pod("b", newRev, time.Minute)}
+	p := newPlan(cloneSet(2, nil), ps, newRev, newRev, now)
+	require.Equal(t, []string{"held"}, names(p.deletes), "the pod already on its way out goes first")
+}

@@ -63,12 +63,16 @@ func restarts(p *corev1.Pod) int32 {
 }
 
 // sortForDeletion orders pods the way a scale-in picks them, first to be
-// deleted first: unscheduled before scheduled; Pending, Unknown, then
+// deleted first: pods already PreparingDelete (a hook holds them on their
+// way out); unscheduled before scheduled; Pending, Unknown, then
 // Running; not ready before ready; lower pod-deletion-cost first; ready
 // for less time first; more restarts first; newer first.
 func sortForDeletion(pods []*corev1.Pod) {
 	sort.SliceStable(pods, func(i, j int) bool {
 		a, b := pods[i], pods[j]
+		if pa, pb := preparingDelete(a), preparingDelete(b); pa != pb {
+			return pa
+		}
 		if (a.Spec.NodeName == "") != (b.Spec.NodeName == "") {
 			return a.Spec.NodeName == ""
 		}
@@ -112,3 +116,8 @@ func revisionOf(p *corev1.Pod, csName string) string {
 }
 
 func hasPrefix(s, prefix string) bool { return len(s) >= len(prefix) && s[:len(prefix)] == prefix }
+
+// preparingDelete reports whether the pod waits in PreparingDelete.
+func preparingDelete(p *corev1.Pod) bool {
+	return p.Labels[wellknown.LabelLifecycleState] == string(wellknown.LifecycleStatePreparingDelete)
+}

@@ -13,9 +13,11 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/shoal-io/shoal/protocol/apis/apps/pub"
 	"github.com/shoal-io/shoal/protocol/apis/apps/v1beta1"
 	"github.com/shoal-io/shoal/protocol/apis/wellknown"
 	"github.com/shoal-io/shoal/test/e2e/framework"
@@ -207,4 +209,54 @@ func TestCloneSetScaleAndRecreate(t *testing.T) {
 	}
 	require.Positive(t, reasons["SuccessfulCreate"], fmt.Sprint(reasons))
 	require.Positive(t, reasons["SuccessfulDelete"], fmt.Sprint(reasons))
+}
+
+// TestCloneSetPreDeleteHook ports OpenKruise's CloneSet lifecycle case for
+// preDelete with markPodNotReady: a pod carrying the hook's label is not
+// deleted on scale-in but moves to PreparingDelete with KruisePodReady
+// False; once the label is removed it is deleted.
+func TestCloneSetPreDeleteHook(t *testing.T) {
+	t.Parallel()
+	f := newFramework(t)
+	ctx := t.Context()
+	cs := testCloneSet(f, "hooked", 2)
+	cs.Spec.Template.Labels["example.io/unregister"] = "true"
+	cs.Spec.Lifecycle = &pub.Lifecycle{PreDelete: &pub.LifecycleHook{
+		LabelsHandler: map[string]string{"example.io/unregister": "true"}, MarkPodNotReady: true,
+	}}
+	sets := f.Shoal.AppsV1beta1().CloneSets(f.Namespace)
+	_, err := sets.Create(ctx, cs, metav1.CreateOptions{})
+	require.NoError(t, err)
+	cs = waitCloneSet(ctx, t, f, "hooked", "2 pods ready", settled(2, 2))
+
+	cs.Spec.Replicas = ptr.To[int32](1)
+	_, err = sets.Update(ctx, cs, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	var held corev1.Pod
+	err = framework.WaitFor(ctx, cloneSetTimeout, func(ctx context.Context) (bool, error) {
+		for _, p := range cloneSetPods(ctx, t, f, "hooked") {
+			if p.Labels[wellknown.LabelLifecycleState] != string(wellknown.LifecycleStatePreparingDelete) {
+				continue
+			}
+			for _, c := range p.Status.Conditions {
+				if c.Type == wellknown.ConditionKruisePodReady && c.Status == corev1.ConditionFalse {
+					held = p
+					return true, nil
+				}
+			}
+		}
+		return false, nil
+	})
+	require.NoError(t, err, "a pod in PreparingDelete with KruisePodReady False")
+	require.Len(t, cloneSetPods(ctx, t, f, "hooked"), 2, "the held pod is not deleted")
+	require.NotEmpty(t, held.Annotations[wellknown.AnnotationLifecycleTimestamp])
+
+	// The hook lets go: the pod is deleted and one pod is left.
+	patch := []byte(`{"metadata":{"labels":{"example.io/unregister":null}}}`)
+	_, err = f.Kube.CoreV1().Pods(f.Namespace).Patch(ctx, held.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	require.NoError(t, err)
+	waitCloneSet(ctx, t, f, "hooked", "scaled in to 1", settled(1, 1))
+	for _, p := range cloneSetPods(ctx, t, f, "hooked") {
+		require.NotEqual(t, held.Name, p.Name, "the released pod was deleted")
+	}
 }
