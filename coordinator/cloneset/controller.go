@@ -25,6 +25,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -68,15 +69,18 @@ type Options struct {
 
 // Controller reconciles CloneSets.
 type Controller struct {
-	o       Options
-	queue   syncloop.Queue
-	expect  *expectations.Expectations
-	regs    []cache.ResourceEventHandlerRegistration
-	sets    cache.Indexer
-	pods    cache.Indexer
-	revs    cache.Indexer
-	creates int // pods created per sync at most (a burst bound)
+	o      Options
+	queue  syncloop.Queue
+	expect *expectations.Expectations
+	regs   []cache.ResourceEventHandlerRegistration
+	sets   cache.Indexer
+	pods   cache.Indexer
+	revs   cache.Indexer
 }
+
+// maxCreatesPerSync bounds the pods one sync creates (a burst bound; the
+// rest come with the next sync).
+const maxCreatesPerSync = 50
 
 // byOwner indexes pods and revisions by their controller's UID.
 const byOwner = "cloneset-owner"
@@ -88,7 +92,7 @@ func New(o Options) (*Controller, error) {
 	}
 	c := &Controller{
 		o: o, queue: syncloop.NewQueue("cloneset", nil), expect: expectations.New(o.Clock, 0),
-		sets: o.CloneSets.GetIndexer(), pods: o.Pods.GetIndexer(), revs: o.Revisions.GetIndexer(), creates: 50,
+		sets: o.CloneSets.GetIndexer(), pods: o.Pods.GetIndexer(), revs: o.Revisions.GetIndexer(),
 	}
 	ownerIndex := cache.Indexers{byOwner: func(obj any) ([]string, error) {
 		m, ok := obj.(metav1.Object)
@@ -342,10 +346,10 @@ func (c *Controller) act(ctx context.Context, cs *v1beta1.CloneSet, p *plan, upd
 				p.createNew, p.createOld = p.createNew+p.createOld, 0
 			}
 		}
-		for range min(p.createOld, c.creates) {
+		for range min(p.createOld, maxCreatesPerSync) {
 			errs = append(errs, c.createPod(ctx, cs, key, old, currentRev))
 		}
-		for range min(p.createNew, c.creates) {
+		for range min(p.createNew, maxCreatesPerSync) {
 			errs = append(errs, c.createPod(ctx, cs, key, tmpl, updateRev.Name))
 		}
 		return errors.Join(errs...)
@@ -370,7 +374,7 @@ func (c *Controller) createPod(ctx context.Context, cs *v1beta1.CloneSet, key st
 	lifecycle.SetState(pod, lifecycle.Initial(cs.Spec.Lifecycle), c.o.Clock.Now())
 	pod.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(cs, v1beta1.SchemeGroupVersion.WithKind("CloneSet"))}
 	gate := corev1.PodReadinessGate{ConditionType: wellknown.ReadinessGateKruisePodReady}
-	if !containsGate(pod.Spec.ReadinessGates, gate) {
+	if !slices.Contains(pod.Spec.ReadinessGates, gate) {
 		pod.Spec.ReadinessGates = append(pod.Spec.ReadinessGates, gate)
 	}
 	c.expect.Expect(key, expectations.Create, pod.Name)
@@ -385,15 +389,6 @@ func (c *Controller) createPod(ctx context.Context, cs *v1beta1.CloneSet, key st
 	}
 	c.o.Recorder.Eventf(cs, nil, corev1.EventTypeNormal, "SuccessfulCreate", "Create", "created pod %s (revision %s)", pod.Name, rev)
 	return nil
-}
-
-func containsGate(gates []corev1.PodReadinessGate, g corev1.PodReadinessGate) bool {
-	for _, x := range gates {
-		if x == g {
-			return true
-		}
-	}
-	return false
 }
 
 // retire deletes a pod the plan let go, unless the preDelete lifecycle

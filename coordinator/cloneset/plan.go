@@ -2,6 +2,7 @@ package cloneset
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -144,7 +145,7 @@ func newPlan(cs *v1beta1.CloneSet, pods []*corev1.Pod, updateRev, current string
 		candidates = append(candidates, old[:min(int(surplusOld), len(old))]...)
 		rest := make([]*corev1.Pod, 0, len(p.active))
 		for _, pod := range p.active {
-			if !containsPod(candidates, pod) {
+			if !slices.Contains(candidates, pod) {
 				rest = append(rest, pod)
 			}
 		}
@@ -158,7 +159,11 @@ func newPlan(cs *v1beta1.CloneSet, pods []*corev1.Pod, updateRev, current string
 
 	// 3. Update: recreate old pods beyond partition, within maxUnavailable
 	// (plus the surge pods above replicas, which stand in for them).
-	if p.oldCount == 0 || p.err != nil {
+	if p.err != nil {
+		p.updateBlocked = p.err.Error()
+		return p
+	}
+	if p.oldCount == 0 {
 		return p
 	}
 	switch {
@@ -181,15 +186,6 @@ func newPlan(cs *v1beta1.CloneSet, pods []*corev1.Pod, updateRev, current string
 		p.deletes = append(p.deletes, deletion{pod, "recreated at update revision " + updateRev})
 	}
 	return p
-}
-
-func containsPod(pods []*corev1.Pod, p *corev1.Pod) bool {
-	for _, x := range pods {
-		if x == p {
-			return true
-		}
-	}
-	return false
 }
 
 // status is the CloneSet status the plan observed (conditions kept).

@@ -258,3 +258,12 @@ func TestPlanScaleInPrefersPreparingDelete(t *testing.T) {
 	p := newPlan(cloneSet(2, nil), ps, newRev, newRev, now)
 	require.Equal(t, []string{"held"}, names(p.deletes), "the pod already on its way out goes first")
 }
+
+func TestPlanBadPartitionSaysSo(t *testing.T) {
+	cs := cloneSet(4, func(cs *v1beta1.CloneSet) {
+		cs.Spec.UpdateStrategy.RollingUpdate.Partition = ptr.To(intstr.FromString("half"))
+	})
+	p := newPlan(cs, pods(4, oldRev), newRev, oldRev, now)
+	require.Empty(t, p.deletes, "no update on a partition that does not parse")
+	require.Contains(t, p.updateBlocked, `partition "half"`)
+}

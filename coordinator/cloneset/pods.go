@@ -3,6 +3,7 @@ package cloneset
 import (
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -109,13 +110,11 @@ func specifiedDelete(p *corev1.Pod, podsToDelete map[string]bool) bool {
 // from, accepting the short form (hash only).
 func revisionOf(p *corev1.Pod, csName string) string {
 	h := p.Labels[wellknown.LabelControllerRevisionHash]
-	if h != "" && len(h) <= 10 && !hasPrefix(h, csName+"-") {
+	if h != "" && len(h) <= 10 && !strings.HasPrefix(h, csName+"-") {
 		return csName + "-" + h
 	}
 	return h
 }
-
-func hasPrefix(s, prefix string) bool { return len(s) >= len(prefix) && s[:len(prefix)] == prefix }
 
 // preparingDelete reports whether the pod waits in PreparingDelete.
 func preparingDelete(p *corev1.Pod) bool {

@@ -442,3 +442,28 @@ func TestV1beta1DefaultsMatchV1alpha1(t *testing.T) {
 		})
 	}
 }
+
+// TestCoordinatorMayPatchConvertingCRDs: the coordinator's RBAC names
+// exactly the CRDs whose conversion caBundle it keeps (conversion.CRDNames),
+// so a kind added to the conversions cannot be forgotten in deploy/.
+func TestCoordinatorMayPatchConvertingCRDs(t *testing.T) {
+	objs, err := crdvalidation.ReadManifests("../../deploy/rbac.yaml")
+	require.NoError(t, err)
+	var names []string
+	for _, obj := range objs {
+		if obj.GetKind() != "ClusterRole" || obj.GetName() != "shoal-coordinator" {
+			continue
+		}
+		rules, _, err := unstructured.NestedSlice(obj.Object, "rules")
+		require.NoError(t, err)
+		for _, r := range rules {
+			rule := r.(map[string]any)
+			res, _, _ := unstructured.NestedStringSlice(rule, "resources")
+			if len(res) == 1 && res[0] == "customresourcedefinitions" {
+				names, _, _ = unstructured.NestedStringSlice(rule, "resourceNames")
+			}
+		}
+	}
+	sort.Strings(names)
+	require.Equal(t, conversion.CRDNames(), names)
+}
