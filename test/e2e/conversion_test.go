@@ -325,7 +325,23 @@ func TestStorageVersionMigration(t *testing.T) {
 	// with a v1beta1-only field (OnDelete) is written then.
 	setStorage("v1alpha1")
 	storedAt("v1alpha1")
-	applyExample(t, f, "../testdata/v1beta1/cloneset-ondelete.yaml")
+	// It has no replicas, and the test waits for the CloneSet controller's
+	// status write: any later write would store it again, at whatever the
+	// storage version is then.
+	objs, err := crdvalidation.ReadManifests("../testdata/v1beta1/cloneset-ondelete.yaml")
+	require.NoError(t, err)
+	old := objs[0]
+	old.SetNamespace(f.Namespace)
+	require.NoError(t, unstructured.SetNestedField(old.Object, int64(0), "spec", "replicas"))
+	res, _, err := f.ResourceFor(old)
+	require.NoError(t, err)
+	_, err = res.Apply(ctx, old.GetName(), old, metav1.ApplyOptions{FieldManager: "kubectl", Force: true})
+	require.NoError(t, err)
+	err = framework.WaitFor(ctx, time.Minute, func(ctx context.Context) (bool, error) {
+		cs, err := f.Shoal.AppsV1beta1().CloneSets(f.Namespace).Get(ctx, "batch-workers", metav1.GetOptions{})
+		return err == nil && cs.Status.ObservedGeneration == cs.Generation, err
+	})
+	require.NoError(t, err, "the CloneSet controller never observed the old CloneSet")
 	key := "/registry/apps.kruise.io/clonesets/" + f.Namespace + "/batch-workers"
 	require.Equal(t, "apps.kruise.io/v1alpha1", etcdStoredAPIVersion(ctx, t, key))
 
