@@ -1,24 +1,29 @@
 // Package cloneset is the coordinator's CloneSet controller (the kind at
 // its storage version, apps.kruise.io/v1beta1): it keeps spec.replicas
 // pods, each built from the revision of the template it was created at,
-// rolls them to the newest revision by recreating them within partition
-// and maxUnavailable, and reports the counts in status.
+// rolls them to the newest revision within partition and maxUnavailable,
+// by recreating them or in place, and reports the counts in status.
 //
-// What this first version does: scale up and down with expectations (a
-// stale cache never creates or deletes twice) and OpenKruise's scale-in
-// order (unscheduled, pending, not ready, lower pod-deletion-cost, newer
-// first; old revisions first while more than partition are left);
+// What it does: scale up and down with expectations (a stale cache never
+// creates, deletes or updates twice) and OpenKruise's scale-in order
+// (unscheduled, pending, not ready, lower pod-deletion-cost, newer first;
+// old revisions first while more than partition are left);
 // scaleStrategy.podsToDelete and the specified-delete label;
 // scaleStrategy.maxUnavailable on scale-up; ControllerRevisions and
-// revisionHistoryLimit; ReCreate updates with partition (integer or
-// percentage, OpenKruise's rounding), maxUnavailable, maxSurge and paused; new pods
-// at the current revision while partition asks for old ones; status with
-// every count, revisions, observedGeneration and labelSelector (the scale
-// subresource); the preDelete lifecycle hook (PreparingDelete, with
-// markPodNotReady). In-place update, the other lifecycle hooks, PVCs and
-// pre-download come with the rest of issue 19: a CloneSet asking for
-// InPlaceOnly is left un-updated with a FailedUpdate condition that says
-// so, and InPlaceIfPossible recreates.
+// revisionHistoryLimit; updates with partition (integer or percentage,
+// OpenKruise's rounding), maxUnavailable, maxSurge and paused, by
+// podUpdatePolicy: ReCreate, InPlaceIfPossible (in place when only images
+// and metadata change, else recreate) or InPlaceOnly (in place, or a
+// FailedUpdate condition naming the field that prevents it), with
+// inPlaceUpdateStrategy.gracePeriodSeconds and container-priority batches
+// (the shared engine in coordinator/workload/inplace); new pods at the
+// current revision while partition asks for old ones; status with every
+// count, revisions, observedGeneration and labelSelector (the scale
+// subresource); the lifecycle hooks preNormal, preDelete and inPlaceUpdate
+// (PreparingNormal, PreparingDelete, PreparingUpdate, Updating, Updated),
+// with markPodNotReady. PVCs, pre-download and the node agent's restart of
+// containers whose env reads changed metadata come with the rest of issue
+// 19.
 package cloneset
 
 import (
@@ -44,6 +49,7 @@ import (
 
 	"github.com/shoal-io/shoal/coordinator/syncloop"
 	"github.com/shoal-io/shoal/coordinator/workload/expectations"
+	"github.com/shoal-io/shoal/coordinator/workload/inplace"
 	"github.com/shoal-io/shoal/coordinator/workload/lifecycle"
 	"github.com/shoal-io/shoal/protocol/apis/apps/v1beta1"
 	"github.com/shoal-io/shoal/protocol/apis/wellknown"
@@ -72,6 +78,7 @@ type Controller struct {
 	o      Options
 	queue  syncloop.Queue
 	expect *expectations.Expectations
+	update *inplace.Updater
 	regs   []cache.ResourceEventHandlerRegistration
 	sets   cache.Indexer
 	pods   cache.Indexer
@@ -92,7 +99,8 @@ func New(o Options) (*Controller, error) {
 	}
 	c := &Controller{
 		o: o, queue: syncloop.NewQueue("cloneset", nil), expect: expectations.New(o.Clock, 0),
-		sets: o.CloneSets.GetIndexer(), pods: o.Pods.GetIndexer(), revs: o.Revisions.GetIndexer(),
+		update: &inplace.Updater{Client: o.Client, Clock: o.Clock},
+		sets:   o.CloneSets.GetIndexer(), pods: o.Pods.GetIndexer(), revs: o.Revisions.GetIndexer(),
 	}
 	ownerIndex := cache.Indexers{byOwner: func(obj any) ([]string, error) {
 		m, ok := obj.(metav1.Object)
@@ -120,12 +128,16 @@ func New(o Options) (*Controller, error) {
 	c.regs = append(c.regs, reg)
 	reg, err = o.Pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { c.podEvent(obj, expectations.Create) },
-		UpdateFunc: func(_, obj any) {
-			if p, ok := obj.(*corev1.Pod); ok && p.DeletionTimestamp != nil {
+		UpdateFunc: func(old, obj any) {
+			p, ok := obj.(*corev1.Pod)
+			switch {
+			case ok && p.DeletionTimestamp != nil:
 				c.podEvent(obj, expectations.Delete)
-				return
+			case ok && revisionChanged(old, p):
+				c.podEvent(obj, expectations.Update)
+			default:
+				c.podEvent(obj, "")
 			}
-			c.podEvent(obj, "")
 		},
 		DeleteFunc: func(obj any) { c.podEvent(obj, expectations.Delete) },
 	})
@@ -216,7 +228,16 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	if ok, waiting := c.expect.Satisfied(key); !ok {
 		log.V(2).Info("Waiting for the informer to show earlier changes", "pending", waiting)
 	} else {
-		actErr = c.act(ctx, cs, p, updateRev, currentRev)
+		// Pods already on their way (lifecycle states, in-place updates)
+		// move along; then the plan's new decisions.
+		var requeue time.Duration
+		requeue, actErr = c.progress(ctx, cs, p)
+		if requeue > 0 && (p.requeueAfter == 0 || requeue < p.requeueAfter) {
+			p.requeueAfter = requeue
+		}
+		if actErr == nil {
+			actErr = c.act(ctx, cs, p, updateRev, currentRev)
+		}
 	}
 	if err := c.writeStatus(ctx, cs, p, actErr); err != nil {
 		return 0, errors.Join(actErr, err)
@@ -354,7 +375,10 @@ func (c *Controller) act(ctx context.Context, cs *v1beta1.CloneSet, p *plan, upd
 		}
 		return errors.Join(errs...)
 	}
-	return nil
+	for _, pod := range p.updates {
+		errs = append(errs, c.updateInPlace(ctx, cs, key, pod, p))
+	}
+	return errors.Join(errs...)
 }
 
 // createPod creates one pod of cs from tmpl at revision rev.
@@ -373,9 +397,11 @@ func (c *Controller) createPod(ctx context.Context, cs *v1beta1.CloneSet, key st
 	pod.Labels[wellknown.LabelCloneSetInstanceID] = id
 	lifecycle.SetState(pod, lifecycle.Initial(cs.Spec.Lifecycle), c.o.Clock.Now())
 	pod.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(cs, v1beta1.SchemeGroupVersion.WithKind("CloneSet"))}
-	gate := corev1.PodReadinessGate{ConditionType: wellknown.ReadinessGateKruisePodReady}
-	if !slices.Contains(pod.Spec.ReadinessGates, gate) {
-		pod.Spec.ReadinessGates = append(pod.Spec.ReadinessGates, gate)
+	for _, t := range []corev1.PodConditionType{wellknown.ReadinessGateKruisePodReady, wellknown.ReadinessGateInPlaceUpdateReady} {
+		gate := corev1.PodReadinessGate{ConditionType: t}
+		if !slices.Contains(pod.Spec.ReadinessGates, gate) {
+			pod.Spec.ReadinessGates = append(pod.Spec.ReadinessGates, gate)
+		}
 	}
 	c.expect.Expect(key, expectations.Create, pod.Name)
 	_, err := c.o.Client.CoreV1().Pods(cs.Namespace).Create(ctx, pod, metav1.CreateOptions{})
@@ -398,8 +424,10 @@ func (c *Controller) createPod(ctx context.Context, cs *v1beta1.CloneSet, key st
 // back.
 func (c *Controller) retire(ctx context.Context, cs *v1beta1.CloneSet, key string, d deletion) error {
 	step := lifecycle.BeforeDelete(cs.Spec.Lifecycle, d.pod)
+	cur := d.pod
 	if step.MarkNotReady {
-		if err := c.markNotReady(ctx, d.pod, "PreparingDelete", "held by the CloneSet's preDelete lifecycle hook"); err != nil {
+		var err error
+		if cur, err = c.markNotReady(ctx, d.pod, "PreparingDelete", "held by the CloneSet's preDelete lifecycle hook"); err != nil {
 			return err
 		}
 	}
@@ -409,7 +437,7 @@ func (c *Controller) retire(ctx context.Context, cs *v1beta1.CloneSet, key strin
 	if step.State == "" {
 		return nil // still held
 	}
-	pod := d.pod.DeepCopy()
+	pod := cur.DeepCopy()
 	lifecycle.SetState(pod, step.State, c.o.Clock.Now())
 	if _, err := c.o.Client.CoreV1().Pods(pod.Namespace).Update(ctx, pod, metav1.UpdateOptions{}); err != nil {
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
@@ -422,17 +450,27 @@ func (c *Controller) retire(ctx context.Context, cs *v1beta1.CloneSet, key strin
 	return nil
 }
 
-// markNotReady sets the pod's KruisePodReady condition False (once).
-func (c *Controller) markNotReady(ctx context.Context, p *corev1.Pod, reason, message string) error {
+// markNotReady sets the pod's KruisePodReady condition False (once) and
+// returns the pod as written (p itself when nothing changed).
+func (c *Controller) markNotReady(ctx context.Context, p *corev1.Pod, reason, message string) (*corev1.Pod, error) {
+	return c.setKruisePodReady(ctx, p, corev1.ConditionFalse, reason, message)
+}
+
+// setKruisePodReady sets the pod's KruisePodReady condition and returns
+// the pod as written (p itself when nothing changed).
+func (c *Controller) setKruisePodReady(ctx context.Context, p *corev1.Pod, status corev1.ConditionStatus, reason, message string) (*corev1.Pod, error) {
 	pod := p.DeepCopy()
-	if !lifecycle.SetKruisePodReady(pod, corev1.ConditionFalse, reason, message, c.o.Clock.Now()) {
-		return nil
+	if !lifecycle.SetKruisePodReady(pod, status, reason, message, c.o.Clock.Now()) {
+		return p, nil
 	}
-	_, err := c.o.Client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return fmt.Errorf("set %s False on pod %s: %w", wellknown.ConditionKruisePodReady, pod.Name, err)
+	written, err := c.o.Client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+	if err != nil {
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return p, nil
+		}
+		return nil, fmt.Errorf("set %s %s on pod %s: %w", wellknown.ConditionKruisePodReady, status, pod.Name, err)
 	}
-	return nil
+	return written, nil
 }
 
 // deletePod deletes one pod of cs, for why (logged and in the event).

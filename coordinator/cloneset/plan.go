@@ -30,6 +30,9 @@ type plan struct {
 
 	deletes              []deletion
 	createOld, createNew int
+	// updates are old pods to move to the update revision in place (the
+	// in-place policies); the controller recreates those that cannot be.
+	updates []*corev1.Pod
 	// updateBlocked says why old pods are not being updated, if that is
 	// not the user's choice (paused, partition).
 	updateBlocked string
@@ -41,8 +44,8 @@ type plan struct {
 func (p *plan) scaling() bool { return p.createOld+p.createNew > 0 || len(p.deletes) > 0 }
 
 // newPlan decides what to do with cs's pods at now: specified deletes
-// first, then scaling, else a ReCreate update within partition and
-// maxUnavailable.
+// first, then scaling, else an update (recreate or in place) within
+// partition and maxUnavailable.
 func newPlan(cs *v1beta1.CloneSet, pods []*corev1.Pod, updateRev, current string, now time.Time) *plan {
 	p := &plan{replicas: ptr.Deref(cs.Spec.Replicas, 1), updateRev: updateRev, current: current}
 	minReady := time.Duration(cs.Spec.MinReadySeconds) * time.Second
@@ -171,18 +174,29 @@ func newPlan(cs *v1beta1.CloneSet, pods []*corev1.Pod, updateRev, current string
 		return p // pods move when the user deletes them
 	case ru.Paused:
 		return p
-	case ru.PodUpdatePolicy == v1beta1.InPlaceOnlyCloneSetPodUpdateStrategyType:
-		p.updateBlocked = "InPlaceOnly: in-place update is not implemented in this Shoal version yet; pods stay at revision " + current
-		return p
 	}
+	// Pods a hook holds in PreparingUpdate were picked before: they go on
+	// (their unavailability is already counted), then new picks within
+	// the budget.
 	want := p.oldCount - p.partition
 	budget := limits.MaxUnavailable + (active - p.replicas) - int32(len(notAvailable))
-	n := min(want, budget)
-	if n <= 0 {
+	sortForUpdate(oldPods)
+	var picks []*corev1.Pod
+	for _, pod := range oldPods {
+		switch {
+		case int32(len(picks)) >= want:
+		case preparingUpdate(pod):
+			picks = append(picks, pod)
+		case budget > 0:
+			picks = append(picks, pod)
+			budget--
+		}
+	}
+	if ru.PodUpdatePolicy == v1beta1.InPlaceIfPossibleCloneSetPodUpdateStrategyType || ru.PodUpdatePolicy == v1beta1.InPlaceOnlyCloneSetPodUpdateStrategyType {
+		p.updates = picks
 		return p
 	}
-	sortForDeletion(oldPods)
-	for _, pod := range oldPods[:n] {
+	for _, pod := range picks {
 		p.deletes = append(p.deletes, deletion{pod, "recreated at update revision " + updateRev})
 	}
 	return p

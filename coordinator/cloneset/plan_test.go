@@ -82,6 +82,14 @@ func names(ds []deletion) []string {
 	return out
 }
 
+func podNames(ps []*corev1.Pod) []string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.Name)
+	}
+	return out
+}
+
 func pods(n int, rev string) []*corev1.Pod {
 	var out []*corev1.Pod
 	for i := range n {
@@ -159,10 +167,6 @@ func TestPlanRecreateUpdate(t *testing.T) {
 			func(r *v1beta1.RollingUpdateCloneSetStrategy) { r.MaxUnavailable = ptr.To(intstr.FromInt32(1)) }, 0, "", 5},
 		{"paused", 4, pods(4, oldRev), func(r *v1beta1.RollingUpdateCloneSetStrategy) { r.Paused = true }, 0, "", 4},
 		{"partition 4 of 4 updates none", 4, pods(4, oldRev), func(r *v1beta1.RollingUpdateCloneSetStrategy) { r.Partition = ptr.To(intstr.FromInt32(4)) }, 0, "", 0},
-		{"InPlaceOnly is not done yet, and says so", 4, pods(4, oldRev),
-			func(r *v1beta1.RollingUpdateCloneSetStrategy) {
-				r.PodUpdatePolicy = v1beta1.InPlaceOnlyCloneSetPodUpdateStrategyType
-			}, 0, "in-place update is not implemented", 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cs := cloneSet(tc.replicas, func(cs *v1beta1.CloneSet) {
@@ -180,6 +184,43 @@ func TestPlanRecreateUpdate(t *testing.T) {
 			}
 			st := p.status(cs)
 			require.Equal(t, tc.expectedU, st.ExpectedUpdatedReplicas)
+		})
+	}
+}
+
+func TestPlanInPlaceUpdate(t *testing.T) {
+	inPlace := func(policy v1beta1.CloneSetPodUpdateStrategyType, maxUnavailable int32) func(*v1beta1.CloneSet) {
+		return func(cs *v1beta1.CloneSet) {
+			cs.Spec.UpdateStrategy.RollingUpdate.PodUpdatePolicy = policy
+			cs.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable = ptr.To(intstr.FromInt32(maxUnavailable))
+		}
+	}
+	held := func(p *corev1.Pod) {
+		p.Labels[wellknown.LabelLifecycleState] = string(wellknown.LifecycleStatePreparingUpdate)
+		notReady(p) // the hook's markPodNotReady
+	}
+	for _, tc := range []struct {
+		name    string
+		cs      *v1beta1.CloneSet
+		pods    []*corev1.Pod
+		updates []string
+	}{
+		{"InPlaceIfPossible updates within maxUnavailable, deletes none",
+			cloneSet(4, inPlace(v1beta1.InPlaceIfPossibleCloneSetPodUpdateStrategyType, 2)), pods(4, oldRev), []string{"web-old-0", "web-old-1"}},
+		{"InPlaceOnly picks the same way",
+			cloneSet(4, inPlace(v1beta1.InPlaceOnlyCloneSetPodUpdateStrategyType, 1)), pods(4, oldRev), []string{"web-old-0"}},
+		{"a pod updating in place (not ready) uses the budget",
+			cloneSet(3, inPlace(v1beta1.InPlaceIfPossibleCloneSetPodUpdateStrategyType, 1)),
+			append(pods(2, oldRev), pod("updating", newRev, time.Minute, notReady)), nil},
+		{"a pod the hook holds in PreparingUpdate goes on, outside the budget",
+			cloneSet(3, inPlace(v1beta1.InPlaceIfPossibleCloneSetPodUpdateStrategyType, 1)),
+			append(pods(2, oldRev), pod("held", oldRev, time.Minute, held)), []string{"held"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPlan(tc.cs, tc.pods, newRev, oldRev, now)
+			require.Empty(t, p.deletes)
+			require.Empty(t, p.updateBlocked)
+			require.Equal(t, tc.updates, podNames(p.updates))
 		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/shoal-io/shoal/coordinator/workload/podstatus"
 	"github.com/shoal-io/shoal/protocol/apis/wellknown"
 )
 
@@ -16,8 +17,15 @@ func podReady(p *corev1.Pod) bool {
 	return readySince(p) != nil
 }
 
-// readySince is when the pod became ready, nil if it is not.
+// readySince is when the pod became ready, nil if it is not. A pod whose
+// readiness gate's condition is False (an in-place update that just
+// started) is not ready, even before the kubelet turns Ready False.
 func readySince(p *corev1.Pod) *time.Time {
+	for _, g := range p.Spec.ReadinessGates {
+		if c := podstatus.Condition(p, g.ConditionType); c != nil && c.Status == corev1.ConditionFalse {
+			return nil
+		}
+	}
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
 			t := c.LastTransitionTime.Time
@@ -119,4 +127,17 @@ func revisionOf(p *corev1.Pod, csName string) string {
 // preparingDelete reports whether the pod waits in PreparingDelete.
 func preparingDelete(p *corev1.Pod) bool {
 	return p.Labels[wellknown.LabelLifecycleState] == string(wellknown.LifecycleStatePreparingDelete)
+}
+
+// preparingUpdate reports whether the pod waits in PreparingUpdate.
+func preparingUpdate(p *corev1.Pod) bool {
+	return p.Labels[wellknown.LabelLifecycleState] == string(wellknown.LifecycleStatePreparingUpdate)
+}
+
+// sortForUpdate orders old pods the way an update picks them: those a
+// hook holds in PreparingUpdate first (picked before), then the scale-in
+// order (not ready and cheap pods first).
+func sortForUpdate(pods []*corev1.Pod) {
+	sortForDeletion(pods)
+	sort.SliceStable(pods, func(i, j int) bool { return preparingUpdate(pods[i]) && !preparingUpdate(pods[j]) })
 }

@@ -1,11 +1,13 @@
-// Package podreadiness gives every pod that declares the KruisePodReady
-// readiness gate its KruisePodReady condition, True, as soon as the pod
-// lacks one, so that the gate does not hold the pod not ready forever.
+// Package podreadiness gives every pod that declares the KruisePodReady or
+// the InPlaceUpdateReady readiness gate that condition, True, as soon as
+// the pod lacks it, so that the gate does not hold the pod not ready
+// forever.
 //
-// Pods of Kruise workloads carry the gate (and so may any manifest written
-// for OpenKruise); the controllers that hold a pod not ready for a while (a
-// ContainerRecreateRequest's unreadyGracePeriodSeconds, lifecycle hooks
-// with markPodNotReady) turn the condition False and back. This controller
+// Pods of Kruise workloads carry the gates (and so may any manifest
+// written for OpenKruise); the controllers that hold a pod not ready for a
+// while (a ContainerRecreateRequest's unreadyGracePeriodSeconds, lifecycle
+// hooks with markPodNotReady, an in-place update) turn the condition False
+// and back. This controller
 // only ever adds a missing condition: it never turns a False one True.
 //
 // While no coordinator leads, a new pod with the gate stays not ready (its
@@ -48,8 +50,8 @@ type Options struct {
 	Clock clock.Clock
 }
 
-// Controller adds KruisePodReady=True to pods with the KruisePodReady
-// readiness gate and no such condition.
+// Controller adds KruisePodReady=True and InPlaceUpdateReady=True to pods
+// with that readiness gate and no such condition.
 type Controller struct {
 	o       Options
 	queue   syncloop.Queue
@@ -69,7 +71,7 @@ func New(o Options) (*Controller, error) {
 		pods:  o.Pods.GetIndexer(),
 		added: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "shoal_coordinator_pod_readiness_conditions_added_total",
-			Help: "KruisePodReady conditions added (True) to pods with the KruisePodReady readiness gate that had none.",
+			Help: "KruisePodReady and InPlaceUpdateReady conditions added (True) to pods with that readiness gate that had none.",
 		}),
 	}
 	if o.Registerer != nil {
@@ -118,21 +120,31 @@ func (c *Controller) Run(ctx context.Context) error {
 
 func (c *Controller) enqueue(obj any) { syncloop.Enqueue(c.queue, obj) }
 
-// NeedsCondition reports whether pod declares the KruisePodReady readiness
-// gate, has no KruisePodReady condition, and is not being deleted.
-func NeedsCondition(pod *corev1.Pod) bool {
+// gates are the readiness gates whose conditions this controller adds
+// (True) to pods that declare them and lack them.
+var gates = []corev1.PodConditionType{wellknown.ReadinessGateKruisePodReady, wellknown.ReadinessGateInPlaceUpdateReady}
+
+// MissingConditions lists the readiness gates of pod (KruisePodReady,
+// InPlaceUpdateReady) that it declares and has no condition for; a pod
+// being deleted needs none.
+func MissingConditions(pod *corev1.Pod) []corev1.PodConditionType {
 	if pod.DeletionTimestamp != nil {
-		return false
+		return nil
 	}
-	if !slices.ContainsFunc(pod.Spec.ReadinessGates, func(g corev1.PodReadinessGate) bool {
-		return g.ConditionType == wellknown.ReadinessGateKruisePodReady
-	}) {
-		return false
+	var missing []corev1.PodConditionType
+	for _, g := range gates {
+		declared := slices.ContainsFunc(pod.Spec.ReadinessGates, func(r corev1.PodReadinessGate) bool { return r.ConditionType == g })
+		has := slices.ContainsFunc(pod.Status.Conditions, func(c corev1.PodCondition) bool { return c.Type == g })
+		if declared && !has {
+			missing = append(missing, g)
+		}
 	}
-	return !slices.ContainsFunc(pod.Status.Conditions, func(c corev1.PodCondition) bool {
-		return c.Type == wellknown.ConditionKruisePodReady
-	})
+	return missing
 }
+
+// NeedsCondition reports whether pod lacks the condition of one of the
+// readiness gates it declares (see MissingConditions).
+func NeedsCondition(pod *corev1.Pod) bool { return len(MissingConditions(pod)) > 0 }
 
 // sync adds the condition to the pod of key if it still needs it. The patch
 // carries the cached resourceVersion, so that a condition another
@@ -151,13 +163,14 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if !ok || !NeedsCondition(pod) {
 		return nil
 	}
+	missing := MissingConditions(pod)
+	conds := make([]corev1.PodCondition, 0, len(missing))
+	for _, t := range missing {
+		conds = append(conds, corev1.PodCondition{Type: t, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(c.o.Clock.Now())})
+	}
 	patch, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{"uid": pod.UID, "resourceVersion": pod.ResourceVersion},
-		"status": map[string]any{"conditions": []corev1.PodCondition{{
-			Type:               wellknown.ConditionKruisePodReady,
-			Status:             corev1.ConditionTrue,
-			LastTransitionTime: metav1.NewTime(c.o.Clock.Now()),
-		}}},
+		"status":   map[string]any{"conditions": conds},
 	})
 	if err != nil {
 		return err
@@ -167,11 +180,11 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	case apierrors.IsNotFound(err):
 		return nil
 	case apierrors.IsConflict(err):
-		return fmt.Errorf("add %s to pod %s: changed meanwhile, will retry: %w", wellknown.ConditionKruisePodReady, key, err)
+		return fmt.Errorf("add %v to pod %s: changed meanwhile, will retry: %w", missing, key, err)
 	case err != nil:
-		return fmt.Errorf("add %s to pod %s: %w", wellknown.ConditionKruisePodReady, key, err)
+		return fmt.Errorf("add %v to pod %s: %w", missing, key, err)
 	}
-	c.added.Inc()
-	klog.FromContext(ctx).V(2).Info("Added readiness condition", "pod", klog.KObj(pod), "condition", wellknown.ConditionKruisePodReady)
+	c.added.Add(float64(len(missing)))
+	klog.FromContext(ctx).V(2).Info("Added readiness conditions", "pod", klog.KObj(pod), "conditions", missing)
 	return nil
 }

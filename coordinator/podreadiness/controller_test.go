@@ -52,6 +52,28 @@ func TestNeedsCondition(t *testing.T) {
 	}
 }
 
+func TestMissingConditionsOfBothGates(t *testing.T) {
+	both := pod("p", true)
+	both.Spec.ReadinessGates = append(both.Spec.ReadinessGates, corev1.PodReadinessGate{ConditionType: wellknown.ReadinessGateInPlaceUpdateReady})
+	require.Equal(t, []corev1.PodConditionType{wellknown.ConditionKruisePodReady, wellknown.ConditionInPlaceUpdateReady}, MissingConditions(both))
+
+	updating := both.DeepCopy()
+	updating.Status.Conditions = []corev1.PodCondition{{Type: wellknown.ConditionInPlaceUpdateReady, Status: corev1.ConditionFalse}}
+	require.Equal(t, []corev1.PodConditionType{wellknown.ConditionKruisePodReady}, MissingConditions(updating),
+		"an in-place update's False condition is left alone")
+}
+
+func TestAddsBothConditionsInOnePatch(t *testing.T) {
+	p := pod("cloneset-pod", true)
+	p.Spec.ReadinessGates = append(p.Spec.ReadinessGates, corev1.PodReadinessGate{ConditionType: wellknown.ReadinessGateInPlaceUpdateReady})
+	h := start(t, true, p)
+	h.waitCondition(t, "cloneset-pod", corev1.ConditionTrue)
+	got, err := h.kube.CoreV1().Pods("ns").Get(context.Background(), "cloneset-pod", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Empty(t, MissingConditions(got))
+	require.EqualValues(t, 1, h.patches.Load())
+}
+
 type harness struct {
 	kube    *kubefake.Clientset
 	leader  atomic.Bool

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -259,4 +260,178 @@ func TestCloneSetPreDeleteHook(t *testing.T) {
 	for _, p := range cloneSetPods(ctx, t, f, "hooked") {
 		require.NotEqual(t, held.Name, p.Name, "the released pod was deleted")
 	}
+}
+
+// inPlaceCloneSet is testCloneSet updated in place (policy), one pod at a
+// time.
+func inPlaceCloneSet(f *framework.Framework, name string, replicas int32, policy v1beta1.CloneSetPodUpdateStrategyType) *v1beta1.CloneSet {
+	cs := testCloneSet(f, name, replicas)
+	cs.Spec.UpdateStrategy.RollingUpdate.PodUpdatePolicy = policy
+	cs.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable = ptr.To(intstr.FromInt32(1))
+	return cs
+}
+
+// updateCloneSet reads, changes and writes the CloneSet, retrying on a
+// conflict with the controller's status writes.
+func updateCloneSet(ctx context.Context, t *testing.T, f *framework.Framework, name string, change func(*v1beta1.CloneSet)) {
+	t.Helper()
+	err := framework.WaitFor(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
+		cs, err := f.Shoal.AppsV1beta1().CloneSets(f.Namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		change(cs)
+		_, err = f.Shoal.AppsV1beta1().CloneSets(f.Namespace).Update(ctx, cs, metav1.UpdateOptions{})
+		return err == nil, nil
+	})
+	require.NoError(t, err, "update CloneSet %s", name)
+}
+
+// byUID indexes pods by UID.
+func byUID(pods []corev1.Pod) map[types.UID]corev1.Pod {
+	out := map[types.UID]corev1.Pod{}
+	for _, p := range pods {
+		out[p.UID] = p
+	}
+	return out
+}
+
+// condition returns the pod's condition of type t, or nil.
+func podCondition(p *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition {
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == t {
+			return &p.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// TestCloneSetInPlaceUpdate ports OpenKruise's "CloneSet Updating in-place
+// update images with the same imageID" and extends it to an image with
+// another digest on two pods: the pods keep their UIDs, each container is
+// replaced (new containerID, restartCount 1) with the new image, every pod
+// carries the InPlaceUpdateReady readiness gate and ends with the
+// condition True and the inplace-update-state annotation of the new
+// revision.
+func TestCloneSetInPlaceUpdate(t *testing.T) {
+	t.Parallel()
+	f := newFramework(t)
+	ctx := t.Context()
+	_, err := f.Shoal.AppsV1beta1().CloneSets(f.Namespace).Create(ctx,
+		inPlaceCloneSet(f, "inplace", 2, v1beta1.InPlaceIfPossibleCloneSetPodUpdateStrategyType), metav1.CreateOptions{})
+	require.NoError(t, err)
+	waitCloneSet(ctx, t, f, "inplace", "2 pods ready", settled(2, 2))
+	before := byUID(cloneSetPods(ctx, t, f, "inplace"))
+	for _, p := range before {
+		require.Contains(t, p.Spec.ReadinessGates, corev1.PodReadinessGate{ConditionType: wellknown.ReadinessGateInPlaceUpdateReady})
+		c := podCondition(&p, wellknown.ConditionInPlaceUpdateReady)
+		require.NotNil(t, c, "pod %s has InPlaceUpdateReady", p.Name)
+		require.Equal(t, corev1.ConditionTrue, c.Status)
+	}
+
+	// check waits for the update to rev and checks every pod was updated
+	// in place: same UID, a new container running image, one restart more.
+	check := func(image string, restarts int32) *v1beta1.CloneSet {
+		t.Helper()
+		cs := waitCloneSet(ctx, t, f, "inplace", "both pods updated in place", func(cs *v1beta1.CloneSet) bool {
+			return settled(2, 2)(cs) && cs.Status.CurrentRevision == cs.Status.UpdateRevision
+		})
+		after := cloneSetPods(ctx, t, f, "inplace")
+		require.Len(t, after, 2)
+		for _, p := range after {
+			old, ok := before[p.UID]
+			require.True(t, ok, "pod %s was recreated, not updated in place", p.Name)
+			require.Equal(t, image, p.Spec.Containers[0].Image)
+			require.Equal(t, cs.Status.UpdateRevision, p.Labels[wellknown.LabelControllerRevisionHash])
+			require.NotEqual(t, old.Status.ContainerStatuses[0].ContainerID, p.Status.ContainerStatuses[0].ContainerID, "pod %s: a new container", p.Name)
+			require.Equal(t, restarts, p.Status.ContainerStatuses[0].RestartCount, "pod %s", p.Name)
+			c := podCondition(&p, wellknown.ConditionInPlaceUpdateReady)
+			require.Equal(t, corev1.ConditionTrue, c.Status, "pod %s", p.Name)
+			require.Contains(t, p.Annotations[wellknown.AnnotationInPlaceUpdateState], `"revision":"`+cs.Status.UpdateRevision+`"`)
+			require.Equal(t, string(wellknown.LifecycleStateNormal), p.Labels[wellknown.LabelLifecycleState])
+			before[p.UID] = p
+		}
+		return cs
+	}
+
+	// The same image by digest: same imageID, new container.
+	var first corev1.Pod
+	for _, p := range before {
+		first = p
+	}
+	imageID := first.Status.ContainerStatuses[0].ImageID
+	digest := imageID[strings.LastIndex(imageID, "@")+1:]
+	require.True(t, strings.HasPrefix(digest, "sha256:"), "image ID %q", imageID)
+	byDigest := f.Image("testserver@" + digest)
+	updateCloneSet(ctx, t, f, "inplace", func(cs *v1beta1.CloneSet) { cs.Spec.Template.Spec.Containers[0].Image = byDigest })
+	check(byDigest, 1)
+	for _, p := range before {
+		require.Equal(t, imageID, p.Status.ContainerStatuses[0].ImageID, "the same imageID")
+	}
+
+	// Another digest.
+	v2 := f.Image("testserver:v2")
+	updateCloneSet(ctx, t, f, "inplace", func(cs *v1beta1.CloneSet) { cs.Spec.Template.Spec.Containers[0].Image = v2 })
+	check(v2, 2)
+	for _, p := range before {
+		require.NotEqual(t, imageID, p.Status.ContainerStatuses[0].ImageID, "pod %s runs the v2 image", p.Name)
+	}
+
+	evs, err := f.Kube.EventsV1().Events(f.Namespace).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	reasons := map[string]int{}
+	for _, e := range evs.Items {
+		reasons[e.Reason]++
+	}
+	require.Equal(t, 4, reasons["StartUpdatePodInPlace"], fmt.Sprint(reasons))
+	require.Zero(t, reasons["SuccessfulDelete"], "nothing recreated: %v", reasons)
+}
+
+// TestCloneSetInPlaceOnlyAndIfPossible: a change that cannot happen in
+// place (a container's env) leaves InPlaceOnly pods untouched with a
+// FailedUpdate condition that names the field, and recreates the pods of
+// an InPlaceIfPossible CloneSet.
+func TestCloneSetInPlaceOnlyAndIfPossible(t *testing.T) {
+	t.Parallel()
+	f := newFramework(t)
+	ctx := t.Context()
+	for _, cs := range []*v1beta1.CloneSet{
+		inPlaceCloneSet(f, "only", 1, v1beta1.InPlaceOnlyCloneSetPodUpdateStrategyType),
+		inPlaceCloneSet(f, "possible", 1, v1beta1.InPlaceIfPossibleCloneSetPodUpdateStrategyType),
+	} {
+		_, err := f.Shoal.AppsV1beta1().CloneSets(f.Namespace).Create(ctx, cs, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	waitCloneSet(ctx, t, f, "only", "1 pod ready", settled(1, 1))
+	waitCloneSet(ctx, t, f, "possible", "1 pod ready", settled(1, 1))
+	onlyBefore := cloneSetPods(ctx, t, f, "only")
+	possibleBefore := cloneSetPods(ctx, t, f, "possible")
+	env := func(cs *v1beta1.CloneSet) {
+		cs.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "VERSION", Value: "v2"}}
+	}
+	updateCloneSet(ctx, t, f, "only", env)
+	updateCloneSet(ctx, t, f, "possible", env)
+
+	cs := waitCloneSet(ctx, t, f, "only", "a FailedUpdate condition", func(cs *v1beta1.CloneSet) bool {
+		for _, c := range cs.Status.Conditions {
+			if c.Type == v1beta1.CloneSetConditionFailedUpdate && c.Status == corev1.ConditionTrue {
+				return true
+			}
+		}
+		return false
+	})
+	for _, c := range cs.Status.Conditions {
+		if c.Type == v1beta1.CloneSetConditionFailedUpdate {
+			require.Contains(t, c.Message, "spec.containers[app].env")
+			require.Contains(t, c.Message, "InPlaceOnly")
+		}
+	}
+	waitCloneSet(ctx, t, f, "possible", "the pod recreated", settled(1, 1))
+	possibleAfter := cloneSetPods(ctx, t, f, "possible")
+	require.NotEqual(t, possibleBefore[0].UID, possibleAfter[0].UID, "InPlaceIfPossible recreates")
+	onlyAfter := cloneSetPods(ctx, t, f, "only")
+	require.Len(t, onlyAfter, 1)
+	require.Equal(t, onlyBefore[0].UID, onlyAfter[0].UID, "InPlaceOnly never recreates")
+	require.Equal(t, onlyBefore[0].Labels[wellknown.LabelControllerRevisionHash], onlyAfter[0].Labels[wellknown.LabelControllerRevisionHash])
+	require.Zero(t, cs.Status.UpdatedReplicas)
 }

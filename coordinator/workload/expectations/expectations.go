@@ -1,7 +1,8 @@
-// Package expectations remembers the pods a workload controller created or
-// deleted until its informer shows them, so that a reconcile running on a
-// stale cache neither creates a pod twice nor deletes one twice. A
-// controller skips scaling (not updating) a workload while its
+// Package expectations remembers the pods a workload controller created,
+// deleted or updated in place until its informer shows them, so that a
+// reconcile running on a stale cache neither creates, deletes nor updates
+// a pod twice. A
+// controller skips scaling and updating a workload while its
 // expectations are unsatisfied; an expectation the informer never meets
 // (a create the apiserver refused after all, an event lost) expires after
 // a timeout so the workload is not stuck.
@@ -26,6 +27,8 @@ const (
 	Create Action = "create"
 	// Delete is a pod the controller deleted.
 	Delete Action = "delete"
+	// Update is a pod the controller moved to another revision in place.
+	Update Action = "update"
 )
 
 // Expectations holds the pending expectations of every workload of one
@@ -69,8 +72,9 @@ func (e *Expectations) Expect(key string, action Action, pod string) {
 }
 
 // Observe records that the informer showed action done to pod (a create
-// as an added pod, a delete as a deleted or deleting pod). Observing what
-// was not expected is a no-op. Call it also when the API call failed.
+// as an added pod, a delete as a deleted or deleting pod, an update as a
+// pod whose revision label changed). Observing what was not expected is a
+// no-op. Call it also when the API call failed.
 func (e *Expectations) Observe(key string, action Action, pod string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()

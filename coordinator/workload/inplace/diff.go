@@ -29,23 +29,25 @@ import (
 // Spec is what an in-place update changes in a pod.
 type Spec struct {
 	// Revision is the revision the pod moves to.
-	Revision string
+	Revision string `json:"revision"`
 	// Images are the new images, by container name.
-	Images map[string]string
-	// Labels and Annotations are the template's label and annotation
-	// changes: a value to set, or nil to remove the key.
-	Labels, Annotations map[string]*string
+	Images map[string]string `json:"containerImages,omitempty"`
+	// Labels are the template's label changes: a value to set, or nil to
+	// remove the key.
+	Labels map[string]*string `json:"labels,omitempty"`
+	// Annotations are the template's annotation changes, the same way.
+	Annotations map[string]*string `json:"annotations,omitempty"`
 	// EnvFromMetadata are the containers whose env reads a changed label
 	// or annotation, each with the keys it reads that change.
-	EnvFromMetadata map[string]MetadataRefs
+	EnvFromMetadata map[string]MetadataRefs `json:"containerRefMetadata,omitempty"`
 }
 
 // MetadataRefs are the label and annotation keys a container's env reads.
 type MetadataRefs struct {
 	// Labels are the label keys.
-	Labels []string
+	Labels []string `json:"labels,omitempty"`
 	// Annotations are the annotation keys.
-	Annotations []string
+	Annotations []string `json:"annotations,omitempty"`
 }
 
 // Empty reports whether s changes nothing.

@@ -25,7 +25,7 @@ func NewState(pod *corev1.Pod, now, next *Spec, prev *pub.InPlaceUpdateState, at
 	}
 	for c := range now.Images {
 		if s := containerStatus(pod, c); s != nil {
-			st.LastContainerStatuses[c] = pub.InPlaceUpdateContainerStatus{ImageID: s.ImageID}
+			st.LastContainerStatuses[c] = pub.InPlaceUpdateContainerStatus{ImageID: s.ImageID, ContainerID: s.ContainerID}
 		}
 	}
 	if prev != nil && prev.Revision == now.Revision {
@@ -127,7 +127,9 @@ func applyChanges(m map[string]string, changes map[string]*string) map[string]st
 // ImagesUpdated reports whether every container whose image the batch of
 // st changed runs the new image, and lists those that do not yet. A
 // container has its new image when the kubelet reports another image ID
-// than before, or reports the spec's image (a new tag of the same digest).
+// than before, or reports the spec's image, or runs as another container
+// of the same image ID (a new tag or a digest reference of the same
+// image: the kubelet may go on reporting the old tag).
 func ImagesUpdated(pod *corev1.Pod, st *pub.InPlaceUpdateState) (bool, []string) {
 	var pending []string
 	for c, last := range st.LastContainerStatuses {
@@ -137,7 +139,12 @@ func ImagesUpdated(pod *corev1.Pod, st *pub.InPlaceUpdateState) (bool, []string)
 			pending = append(pending, c)
 			continue
 		}
-		if (last.ImageID != "" && s.ImageID != "" && s.ImageID != last.ImageID) || s.Image == spec.Image {
+		switch {
+		case last.ImageID != "" && s.ImageID != "" && s.ImageID != last.ImageID:
+			continue
+		case s.Image == spec.Image:
+			continue
+		case last.ContainerID != "" && s.ContainerID != "" && s.ContainerID != last.ContainerID && s.ImageID == last.ImageID:
 			continue
 		}
 		pending = append(pending, c)

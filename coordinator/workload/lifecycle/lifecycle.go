@@ -16,8 +16,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/shoal-io/shoal/coordinator/workload/podstatus"
 	"github.com/shoal-io/shoal/protocol/apis/apps/pub"
 	"github.com/shoal-io/shoal/protocol/apis/wellknown"
 )
@@ -160,23 +160,5 @@ func AfterInPlaceUpdate(lc *pub.Lifecycle, pod *corev1.Pod) wellknown.LifecycleS
 // caller owns and writes to the status subresource), reporting whether it
 // changed. The transition time moves only when the status does.
 func SetKruisePodReady(pod *corev1.Pod, status corev1.ConditionStatus, reason, message string, now time.Time) bool {
-	for i := range pod.Status.Conditions {
-		c := &pod.Status.Conditions[i]
-		if c.Type != wellknown.ConditionKruisePodReady {
-			continue
-		}
-		if c.Status == status && c.Reason == reason && c.Message == message {
-			return false
-		}
-		if c.Status != status {
-			c.LastTransitionTime = metav1.NewTime(now)
-		}
-		c.Status, c.Reason, c.Message = status, reason, message
-		return true
-	}
-	pod.Status.Conditions = append(pod.Status.Conditions, corev1.PodCondition{
-		Type: wellknown.ConditionKruisePodReady, Status: status, Reason: reason, Message: message,
-		LastTransitionTime: metav1.NewTime(now),
-	})
-	return true
+	return podstatus.SetCondition(pod, wellknown.ConditionKruisePodReady, status, reason, message, now)
 }

@@ -52,6 +52,17 @@ func Pause(binary string) (v1.Image, error) {
 // Testserver returns the e2e test server image: the testserver binary at
 // /testserver, serving HTTP on TestserverPort by default.
 func Testserver(binary string) (v1.Image, error) {
+	return testserver(binary)
+}
+
+// TestserverV2 is Testserver with one more env var (TESTSERVER_IMAGE=v2)
+// in its config: the same program under another digest, for tests of image
+// updates (in-place updates restart the container with it).
+func TestserverV2(binary string) (v1.Image, error) {
+	return testserver(binary, "TESTSERVER_IMAGE=v2")
+}
+
+func testserver(binary string, env ...string) (v1.Image, error) {
 	data, err := os.ReadFile(binary)
 	if err != nil {
 		return nil, fmt.Errorf("testserver image: %w", err)
@@ -59,7 +70,7 @@ func Testserver(binary string) (v1.Image, error) {
 	return newImage(binary, []ociimage.File{ociimage.Regular("testserver", 0o755, data)}, v1.Config{
 		Entrypoint:   []string{"/testserver"},
 		Cmd:          []string{"serve", "--port", TestserverPort},
-		Env:          []string{DefaultPath},
+		Env:          append([]string{DefaultPath}, env...),
 		WorkingDir:   "/",
 		ExposedPorts: map[string]struct{}{TestserverPort + "/tcp": {}},
 	})

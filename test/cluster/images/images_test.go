@@ -237,6 +237,11 @@ func TestImagesAreReproducible(t *testing.T) {
 	d2, err := second.Digest()
 	require.NoError(t, err)
 	require.Equal(t, d1, d2)
+	v2, err := TestserverV2(binary)
+	require.NoError(t, err)
+	d3, err := v2.Digest()
+	require.NoError(t, err)
+	require.NotEqual(t, d1, d3, "v2 is another digest of the same program")
 }
 
 func TestBuildAndPushAll(t *testing.T) {
@@ -247,7 +252,7 @@ func TestBuildAndPushAll(t *testing.T) {
 		name             string
 		wantManifestPuts int32
 	}{
-		{"first run pushes every image", 3},
+		{"first run pushes every image", 4},
 		{"second run pushes nothing", 0},
 	}
 	for _, tt := range tests {
@@ -255,7 +260,7 @@ func TestBuildAndPushAll(t *testing.T) {
 			manifestPuts.Store(0)
 			require.NoError(t, BuildAndPushAll(t.Context(), host, cacheDir))
 			require.Equal(t, tt.wantManifestPuts, manifestPuts.Load())
-			for _, ref := range []string{PauseRef, BusyboxRef, TestserverRef} {
+			for _, ref := range []string{PauseRef, BusyboxRef, TestserverRef, TestserverV2Ref} {
 				cf, err := pull(t, host+"/"+ref).ConfigFile()
 				require.NoError(t, err)
 				require.Equal(t, runtime.GOARCH, cf.Architecture, ref)

@@ -15,11 +15,13 @@ const (
 	PauseRef      = "pause:3.10"
 	BusyboxRef    = "busybox:latest"
 	TestserverRef = "testserver:latest"
+	// TestserverV2Ref is TestserverV2: testserver under another digest.
+	TestserverV2Ref = "testserver:v2"
 )
 
 // BuildAndPushAll builds the pause, busybox and testserver images for this
 // machine's architecture and pushes them to registry (host:port) as
-// PauseRef, BusyboxRef and TestserverRef. The testserver binary is built
+// PauseRef, BusyboxRef, TestserverRef and TestserverV2Ref. The testserver binary is built
 // into cacheDir (see BuildGoBinary; the working directory must be inside
 // this module) and busybox is taken from DefaultBusyboxPath. Images already
 // in the registry with the same digest are not pushed again.
@@ -36,6 +38,7 @@ func BuildAndPushAll(ctx context.Context, registry, cacheDir string) error {
 		{PauseRef, Pause, binary},
 		{BusyboxRef, Busybox, DefaultBusyboxPath},
 		{TestserverRef, Testserver, binary},
+		{TestserverV2Ref, TestserverV2, binary},
 	}
 	for _, b := range builds {
 		img, err := b.build(b.input)

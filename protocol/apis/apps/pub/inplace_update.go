@@ -123,6 +123,12 @@ type InPlaceUpdateContainerStatus struct {
 	ImageID string `json:"imageID,omitempty"`
 	// Resources are the container's resources before the update.
 	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+	// ContainerID is the ID of the container that ran before the update
+	// (a Shoal addition: OpenKruise leaves it out and ignores it). A tag
+	// change to the same image keeps the image ID, and the kubelet may
+	// report the old tag: a new container ID is how such an update is seen
+	// to be done.
+	ContainerID string `json:"containerID,omitempty"`
 }
 
 // RuntimeContainerMetaSet is the node agent's report of a pod's running

@@ -1,0 +1,214 @@
+package inplace
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/shoal-io/shoal/coordinator/workload/podstatus"
+	"github.com/shoal-io/shoal/protocol/apis/wellknown"
+)
+
+// running is a pod running containers (name=image), each ready, with
+// image IDs "<image>@old".
+func running(containers ...corev1.Container) *corev1.Pod {
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "ns", Labels: map[string]string{"app": "web", "version": "v1"}},
+		Spec:       corev1.PodSpec{Containers: containers},
+	}
+	for _, c := range containers {
+		pod.Status.ContainerStatuses = append(pod.Status.ContainerStatuses, corev1.ContainerStatus{
+			Name: c.Name, Image: c.Image, ImageID: c.Image + "@old", ContainerID: "containerd://" + c.Name + "-1", Ready: true,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}},
+		})
+	}
+	return pod
+}
+
+// kubeletRestarts does what the kubelet does to a container whose image or
+// env changed: a new container with the spec's image, started at at.
+func kubeletRestarts(pod *corev1.Pod, name string, at time.Time) {
+	for i := range pod.Status.ContainerStatuses {
+		s := &pod.Status.ContainerStatuses[i]
+		if s.Name != name {
+			continue
+		}
+		s.Image = containerSpec(pod, name).Image
+		s.ImageID = s.Image + "@new"
+		s.RestartCount++
+		s.ContainerID = fmt.Sprintf("containerd://%s-%d", name, s.RestartCount+1)
+		s.State.Running.StartedAt = metav1.NewTime(at)
+	}
+}
+
+type updaterHarness struct {
+	t      *testing.T
+	client *kubefake.Clientset
+	clock  *testingclock.FakeClock
+	u      *Updater
+}
+
+func newUpdaterHarness(t *testing.T, pod *corev1.Pod) *updaterHarness {
+	client := kubefake.NewClientset(pod)
+	clk := testingclock.NewFakeClock(time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC))
+	return &updaterHarness{t: t, client: client, clock: clk, u: &Updater{Client: client, Clock: clk}}
+}
+
+func (h *updaterHarness) get() *corev1.Pod {
+	pod, err := h.client.CoreV1().Pods("ns").Get(h.t.Context(), "web-1", metav1.GetOptions{})
+	require.NoError(h.t, err)
+	return pod
+}
+
+// put writes the kubelet's view of the pod (its status).
+func (h *updaterHarness) put(pod *corev1.Pod) {
+	_, err := h.client.CoreV1().Pods("ns").UpdateStatus(h.t.Context(), pod, metav1.UpdateOptions{})
+	require.NoError(h.t, err)
+}
+
+func (h *updaterHarness) refresh() Progress {
+	p, err := h.u.Refresh(h.t.Context(), h.get())
+	require.NoError(h.t, err)
+	return p
+}
+
+func readyCondition(pod *corev1.Pod) corev1.ConditionStatus {
+	if c := podstatus.Condition(pod, wellknown.ConditionInPlaceUpdateReady); c != nil {
+		return c.Status
+	}
+	return ""
+}
+
+func TestUpdaterImageUpdate(t *testing.T) {
+	h := newUpdaterHarness(t, running(container("nginx", "nginx:1.25"), container("sidecar", "busybox:1.36")))
+	from := template(map[string]string{"app": "web"}, container("nginx", "nginx:1.25"), container("sidecar", "busybox:1.36"))
+	to := template(map[string]string{"app": "web", "team": "a"}, container("nginx", "nginx:1.26"), container("sidecar", "busybox:1.36"))
+	s, err := Calculate(from, to, "web-r2")
+	require.NoError(t, err)
+
+	require.True(t, h.refresh().Done, "no update started: done")
+	require.NoError(t, h.u.Start(t.Context(), h.get(), s, func(p *corev1.Pod) { p.Labels[wellknown.LabelControllerRevisionHash] = "web-r2" }, 0))
+	pod := h.get()
+	require.True(t, InProgress(pod))
+	require.Equal(t, corev1.ConditionFalse, readyCondition(pod))
+	require.Equal(t, ReasonStartInPlaceUpdate, podstatus.Condition(pod, wellknown.ConditionInPlaceUpdateReady).Reason)
+	require.Equal(t, "nginx:1.26", pod.Spec.Containers[0].Image)
+	require.Equal(t, "busybox:1.36", pod.Spec.Containers[1].Image)
+	require.Equal(t, "web-r2", pod.Labels[wellknown.LabelControllerRevisionHash])
+	require.Equal(t, "a", pod.Labels["team"], "the template's new label")
+	st, ok, err := ReadState(pod)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, "web-r2", st.Revision)
+	require.Equal(t, "nginx:1.25@old", st.LastContainerStatuses["nginx"].ImageID)
+
+	p := h.refresh()
+	require.False(t, p.Done)
+	require.Contains(t, p.Waiting, "nginx")
+
+	kubeletRestarts(pod, "nginx", h.clock.Now())
+	h.put(pod)
+	require.True(t, h.refresh().Done)
+	require.Equal(t, corev1.ConditionTrue, readyCondition(h.get()))
+	require.True(t, h.refresh().Done, "refreshing a finished update changes nothing")
+}
+
+func TestUpdaterGracePeriod(t *testing.T) {
+	h := newUpdaterHarness(t, running(container("nginx", "nginx:1.25")))
+	s := &Spec{Revision: "web-r2", Images: map[string]string{"nginx": "nginx:1.26"}}
+	require.NoError(t, h.u.Start(t.Context(), h.get(), s, nil, 10))
+	pod := h.get()
+	require.Equal(t, corev1.ConditionFalse, readyCondition(pod), "not ready during the grace period")
+	require.Equal(t, "nginx:1.25", pod.Spec.Containers[0].Image, "the image waits for the grace period")
+	require.Contains(t, pod.Annotations, wellknown.AnnotationInPlaceUpdateGrace)
+
+	h.clock.Step(4 * time.Second)
+	p := h.refresh()
+	require.False(t, p.Done)
+	require.Equal(t, 6*time.Second, p.RequeueAfter)
+
+	h.clock.Step(6 * time.Second)
+	require.False(t, h.refresh().Done)
+	pod = h.get()
+	require.Equal(t, "nginx:1.26", pod.Spec.Containers[0].Image, "applied when the grace period ended")
+	require.NotContains(t, pod.Annotations, wellknown.AnnotationInPlaceUpdateGrace)
+	kubeletRestarts(pod, "nginx", h.clock.Now())
+	h.put(pod)
+	require.True(t, h.refresh().Done)
+}
+
+func TestUpdaterBatchesByPriority(t *testing.T) {
+	// redis (priority 10) first, nginx (priority 1) once redis runs and is
+	// ready: OpenKruise's e2e records batches [["redis"], ["nginx"]].
+	h := newUpdaterHarness(t, running(container("nginx", "nginx:1.25", barrier("1")), container("redis", "redis:6", barrier("10"))))
+	s := &Spec{Revision: "r2", Images: map[string]string{"nginx": "nginx:1.26", "redis": "redis:7"}}
+	require.NoError(t, h.u.Start(t.Context(), h.get(), s, nil, 0))
+	pod := h.get()
+	require.Equal(t, "nginx:1.25", pod.Spec.Containers[0].Image)
+	require.Equal(t, "redis:7", pod.Spec.Containers[1].Image)
+
+	kubeletRestarts(pod, "redis", h.clock.Now())
+	pod.Status.ContainerStatuses[1].Ready = false
+	h.put(pod)
+	p := h.refresh()
+	require.Contains(t, p.Waiting, "redis to be ready", "the next batch waits for the first to be ready")
+	require.Equal(t, "nginx:1.25", h.get().Spec.Containers[0].Image)
+
+	pod = h.get()
+	pod.Status.ContainerStatuses[1].Ready = true
+	h.put(pod)
+	h.clock.Step(time.Second)
+	require.False(t, h.refresh().Done)
+	pod = h.get()
+	require.Equal(t, "nginx:1.26", pod.Spec.Containers[0].Image, "the second batch")
+	st, _, err := ReadState(pod)
+	require.NoError(t, err)
+	require.Len(t, st.ContainerBatchesRecord, 2)
+	require.Equal(t, []string{"redis"}, st.ContainerBatchesRecord[0].Containers)
+	require.Equal(t, []string{"nginx"}, st.ContainerBatchesRecord[1].Containers)
+
+	kubeletRestarts(pod, "nginx", h.clock.Now())
+	h.put(pod)
+	require.True(t, h.refresh().Done)
+}
+
+func TestUpdaterEnvFromMetadataWaitsForARestart(t *testing.T) {
+	h := newUpdaterHarness(t, running(container("nginx", "nginx:1.25", fromLabel("VERSION", "version"))))
+	from := template(map[string]string{"version": "v1"}, container("nginx", "nginx:1.25", fromLabel("VERSION", "version")))
+	to := template(map[string]string{"version": "v2"}, container("nginx", "nginx:1.25", fromLabel("VERSION", "version")))
+	s, err := Calculate(from, to, "r2")
+	require.NoError(t, err)
+	require.NoError(t, h.u.Start(t.Context(), h.get(), s, nil, 0))
+	pod := h.get()
+	require.Equal(t, "v2", pod.Labels["version"])
+	require.Contains(t, h.refresh().Waiting, "nginx", "the container still runs with the old env")
+
+	h.clock.Step(2 * time.Second)
+	kubeletRestarts(pod, "nginx", h.clock.Now())
+	h.put(pod)
+	require.True(t, h.refresh().Done)
+}
+
+func TestUpdaterSameImageIDUnderAnotherName(t *testing.T) {
+	// OpenKruise's "in-place update images with the same imageID": the
+	// image moves to a digest reference of the same image; the kubelet
+	// keeps reporting the old tag and image ID. The new container is the
+	// sign that the update is done.
+	h := newUpdaterHarness(t, running(container("app", "registry/testserver:latest")))
+	s := &Spec{Revision: "r2", Images: map[string]string{"app": "registry/testserver@sha256:abc"}}
+	require.NoError(t, h.u.Start(t.Context(), h.get(), s, nil, 0))
+	require.False(t, h.refresh().Done)
+
+	pod := h.get()
+	st := &pod.Status.ContainerStatuses[0]
+	st.ContainerID, st.RestartCount = "containerd://app-2", 1
+	h.put(pod)
+	require.True(t, h.refresh().Done, "a new container of the same image ID")
+	require.Equal(t, "registry/testserver:latest", h.get().Status.ContainerStatuses[0].Image, "the kubelet's report is unchanged")
+}
