@@ -99,7 +99,7 @@ func New(o Options) (*Controller, error) {
 	}
 	c := &Controller{
 		o: o, queue: syncloop.NewQueue("cloneset", nil), expect: expectations.New(o.Clock, 0),
-		update: &inplace.Updater{Client: o.Client, Clock: o.Clock},
+		update: &inplace.Updater{Client: o.Client, Clock: o.Clock, Restart: inplace.RestartWithCRR(o.Shoal)},
 		sets:   o.CloneSets.GetIndexer(), pods: o.Pods.GetIndexer(), revs: o.Revisions.GetIndexer(),
 	}
 	ownerIndex := cache.Indexers{byOwner: func(obj any) ([]string, error) {

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -434,4 +435,147 @@ func TestCloneSetInPlaceOnlyAndIfPossible(t *testing.T) {
 	require.Equal(t, onlyBefore[0].UID, onlyAfter[0].UID, "InPlaceOnly never recreates")
 	require.Equal(t, onlyBefore[0].Labels[wellknown.LabelControllerRevisionHash], onlyAfter[0].Labels[wellknown.LabelControllerRevisionHash])
 	require.Zero(t, cs.Status.UpdatedReplicas)
+}
+
+// TestCloneSetInPlaceEnvFromLabel ports OpenKruise's "CloneSet Updating
+// in-place update both image and env from label" (one pod keeps its UID,
+// a new container, restartCount 1, reading the new label value) and goes
+// on with a change of the label alone: the kubelet restarts nothing for
+// it, so the update restarts the container through the node agent (a
+// ContainerRecreateRequest), and the new container reads the new value.
+func TestCloneSetInPlaceEnvFromLabel(t *testing.T) {
+	t.Parallel()
+	f := newFramework(t)
+	ctx := t.Context()
+	cs := inPlaceCloneSet(f, "envlabel", 1, v1beta1.InPlaceIfPossibleCloneSetPodUpdateStrategyType)
+	cs.Spec.Template.Labels["test-env"] = "foo"
+	cs.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{
+		Name: "TEST_ENV", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['test-env']"}},
+	}}
+	_, err := f.Shoal.AppsV1beta1().CloneSets(f.Namespace).Create(ctx, cs, metav1.CreateOptions{})
+	require.NoError(t, err)
+	waitCloneSet(ctx, t, f, "envlabel", "1 pod ready", settled(1, 1))
+	before := cloneSetPods(ctx, t, f, "envlabel")[0]
+
+	// envOf reads TEST_ENV inside the pod's container.
+	envOf := func(p corev1.Pod) string {
+		t.Helper()
+		out, stderr, err := f.Exec(ctx, p.Namespace, p.Name, "app", []string{"/testserver", "env", "TEST_ENV"})
+		require.NoError(t, err, stderr)
+		return strings.TrimSpace(out)
+	}
+	require.Equal(t, "foo", envOf(before))
+
+	step := func(what string, change func(*v1beta1.CloneSet), value string, restarts int32) corev1.Pod {
+		t.Helper()
+		updateCloneSet(ctx, t, f, "envlabel", change)
+		waitCloneSet(ctx, t, f, "envlabel", what, func(cs *v1beta1.CloneSet) bool {
+			return settled(1, 1)(cs) && cs.Status.CurrentRevision == cs.Status.UpdateRevision
+		})
+		after := cloneSetPods(ctx, t, f, "envlabel")[0]
+		require.Equal(t, before.UID, after.UID, "%s: updated in place", what)
+		require.NotEqual(t, before.Status.ContainerStatuses[0].ContainerID, after.Status.ContainerStatuses[0].ContainerID, "%s: a new container", what)
+		require.Equal(t, restarts, after.Status.ContainerStatuses[0].RestartCount, what)
+		require.Equal(t, value, after.Labels["test-env"])
+		require.Equal(t, value, envOf(after), "%s: the container reads the new label", what)
+		before = after
+		return after
+	}
+	step("image and env from label", func(cs *v1beta1.CloneSet) {
+		cs.Spec.Template.Labels["test-env"] = "bar"
+		cs.Spec.Template.Spec.Containers[0].Image = f.Image("testserver:v2")
+	}, "bar", 1)
+	step("env from label alone", func(cs *v1beta1.CloneSet) { cs.Spec.Template.Labels["test-env"] = "baz" }, "baz", 2)
+
+	crrs, err := f.Shoal.AppsV1alpha1().ContainerRecreateRequests(f.Namespace).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, crrs.Items, 1, "one restart request, for the label-only change")
+	require.Equal(t, before.Name, crrs.Items[0].Spec.PodName)
+}
+
+// TestCloneSetInPlaceUpdateHookAndGrace: the inPlaceUpdate lifecycle hook
+// with markPodNotReady holds a pod in PreparingUpdate (KruisePodReady
+// False, image unchanged) while the hook's label is on it; released, the
+// pod is updated in place after inPlaceUpdateStrategy.gracePeriodSeconds
+// (the image changes at least that long after the pod went not ready),
+// waits in Updated until the hook's label is back, then is Normal and
+// ready again.
+func TestCloneSetInPlaceUpdateHookAndGrace(t *testing.T) {
+	t.Parallel()
+	f := newFramework(t)
+	ctx := t.Context()
+	const hold = "example.io/hold"
+	cs := inPlaceCloneSet(f, "hookgrace", 1, v1beta1.InPlaceIfPossibleCloneSetPodUpdateStrategyType)
+	cs.Spec.Template.Labels[hold] = "true"
+	cs.Spec.Lifecycle = &pub.Lifecycle{InPlaceUpdate: &pub.LifecycleHook{LabelsHandler: map[string]string{hold: "true"}, MarkPodNotReady: true}}
+	cs.Spec.UpdateStrategy.RollingUpdate.InPlaceUpdateStrategy = &pub.InPlaceUpdateStrategy{GracePeriodSeconds: 3}
+	_, err := f.Shoal.AppsV1beta1().CloneSets(f.Namespace).Create(ctx, cs, metav1.CreateOptions{})
+	require.NoError(t, err)
+	waitCloneSet(ctx, t, f, "hookgrace", "1 pod ready", settled(1, 1))
+	pod := cloneSetPods(ctx, t, f, "hookgrace")[0]
+	oldImage := pod.Spec.Containers[0].Image
+
+	waitPod := func(what string, ok func(*corev1.Pod) bool) *corev1.Pod {
+		t.Helper()
+		var last *corev1.Pod
+		err := framework.WaitFor(ctx, cloneSetTimeout, func(ctx context.Context) (bool, error) {
+			p, err := f.Kube.CoreV1().Pods(f.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			last = p
+			return ok(p), nil
+		})
+		require.NoError(t, err, "pod %s: %s; last labels %v", pod.Name, what, last.Labels)
+		return last
+	}
+	state := func(p *corev1.Pod) wellknown.LifecycleState {
+		return wellknown.LifecycleState(p.Labels[wellknown.LabelLifecycleState])
+	}
+
+	updateCloneSet(ctx, t, f, "hookgrace", func(cs *v1beta1.CloneSet) { cs.Spec.Template.Spec.Containers[0].Image = f.Image("testserver:v2") })
+	held := waitPod("held in PreparingUpdate, not ready", func(p *corev1.Pod) bool {
+		c := podCondition(p, wellknown.ConditionKruisePodReady)
+		return state(p) == wellknown.LifecycleStatePreparingUpdate && c != nil && c.Status == corev1.ConditionFalse
+	})
+	require.Equal(t, oldImage, held.Spec.Containers[0].Image, "the hook holds the update")
+
+	patch := []byte(`{"metadata":{"labels":{"` + hold + `":null}}}`)
+	_, err = f.Kube.CoreV1().Pods(f.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	require.NoError(t, err)
+	updated := waitPod("updated in place, in Updated", func(p *corev1.Pod) bool {
+		c := podCondition(p, wellknown.ConditionInPlaceUpdateReady)
+		return state(p) == wellknown.LifecycleStateUpdated && c != nil && c.Status == corev1.ConditionTrue
+	})
+	require.Equal(t, f.Image("testserver:v2"), updated.Spec.Containers[0].Image)
+	require.Equal(t, pod.UID, updated.UID)
+	var st pub.InPlaceUpdateState
+	require.NoError(t, json.Unmarshal([]byte(updated.Annotations[wellknown.AnnotationInPlaceUpdateState]), &st))
+	notReady := podCondition(updated, wellknown.ConditionInPlaceUpdateReady).LastTransitionTime // True since the end
+	started := st.UpdateTimestamp.Time
+	require.NotContains(t, updated.Annotations, wellknown.AnnotationInPlaceUpdateGrace)
+	require.False(t, notReady.Time.Before(started), "ready again only after the image changed")
+
+	// The events tell the grace: the update started at least 3 s before
+	// the image was applied.
+	evs, err := f.Kube.EventsV1().Events(f.Namespace).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	var startAt time.Time
+	for _, e := range evs.Items {
+		if e.Reason == "StartUpdatePodInPlace" {
+			startAt = e.EventTime.Time
+		}
+	}
+	require.False(t, startAt.IsZero(), "a StartUpdatePodInPlace event")
+	require.GreaterOrEqual(t, started.Sub(startAt.Truncate(time.Second)), 3*time.Second,
+		"the image was applied %s after the pod went not ready", started.Sub(startAt))
+
+	patch = []byte(`{"metadata":{"labels":{"` + hold + `":"true"}}}`)
+	_, err = f.Kube.CoreV1().Pods(f.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	require.NoError(t, err)
+	waitPod("Normal and ready", func(p *corev1.Pod) bool {
+		c := podCondition(p, wellknown.ConditionKruisePodReady)
+		return state(p) == wellknown.LifecycleStateNormal && c != nil && c.Status == corev1.ConditionTrue
+	})
+	waitCloneSet(ctx, t, f, "hookgrace", "updated and ready", settled(1, 1))
 }

@@ -30,14 +30,31 @@ type Updater struct {
 	Client kubernetes.Interface
 	// Clock stamps the updates; nil is the real one.
 	Clock clock.PassiveClock
+	// Restart restarts containers of pod that must run again for their
+	// env to read the pod's changed labels or annotations (the kubelet
+	// restarts a container for a new image, not for new metadata). Asked
+	// again for the same batch (st), it must do nothing new. Nil: nothing
+	// restarts them, and such a batch waits until they restart otherwise.
+	Restart func(ctx context.Context, pod *corev1.Pod, st *pub.InPlaceUpdateState, containers []string) error
 }
+
+// EnvRestartDelay is how long after an update of env-read metadata the
+// Updater waits before it asks for the restart: the kubelet builds the new
+// container's env from the pod as it knows it, so it must have seen the
+// update (its watch usually delivers it within milliseconds; the update
+// timestamp counts whole seconds). A restart on a stale view would keep
+// the old values; telling that apart needs the node to read the env (see
+// docs/dev/inplace-update.md).
+const EnvRestartDelay = 2 * time.Second
 
 // grace is the AnnotationInPlaceUpdateGrace value: the update that waits
 // for the end of its grace period while the pod is already not ready.
 type grace struct {
-	Spec            *Spec       `json:"spec"`
-	UpdateTimestamp metav1.Time `json:"updateTimestamp"`
-	GraceSeconds    int32       `json:"graceSeconds"`
+	Spec *Spec `json:"spec"`
+	// UpdateTimestamp is when the pod went not ready, to the microsecond
+	// so that the grace period is never cut short by rounding.
+	UpdateTimestamp metav1.MicroTime `json:"updateTimestamp"`
+	GraceSeconds    int32            `json:"graceSeconds"`
 }
 
 func (u *Updater) now() metav1.Time {
@@ -75,7 +92,7 @@ func (u *Updater) Start(ctx context.Context, pod *corev1.Pod, s *Spec, prepare f
 		prepare(p)
 	}
 	if graceSeconds > 0 {
-		raw, err := json.Marshal(grace{Spec: s, UpdateTimestamp: now, GraceSeconds: graceSeconds})
+		raw, err := json.Marshal(grace{Spec: s, UpdateTimestamp: metav1.NewMicroTime(now.Time), GraceSeconds: graceSeconds})
 		if err != nil {
 			return fmt.Errorf("encode in-place update grace: %w", err)
 		}
@@ -157,6 +174,14 @@ func (u *Updater) Refresh(ctx context.Context, pod *corev1.Pod) (Progress, error
 	}
 	if ok {
 		if done, pending := BatchDone(pod, st); !done {
+			if _, stale := envRestarts(pod, st); len(stale) > 0 && u.Restart != nil {
+				if wait := st.UpdateTimestamp.Add(EnvRestartDelay).Sub(now.Time); wait > 0 {
+					return Progress{Waiting: "the kubelet to see the new metadata", RequeueAfter: wait}, nil
+				}
+				if err := u.Restart(ctx, pod, st, stale); err != nil {
+					return Progress{}, err
+				}
+			}
 			return Progress{Waiting: "containers " + strings.Join(pending, ", ") + " to run the update"}, nil
 		}
 		if next := nextSpec(st); next != nil {
@@ -197,19 +222,32 @@ func (u *Updater) Refresh(ctx context.Context, pod *corev1.Pod) (Progress, error
 // have not.
 func BatchDone(pod *corev1.Pod, st *pub.InPlaceUpdateState) (bool, []string) {
 	_, pending := ImagesUpdated(pod, st)
-	if st.UpdateEnvFromMetadata && len(st.ContainerBatchesRecord) > 0 {
-		last := st.ContainerBatchesRecord[len(st.ContainerBatchesRecord)-1]
-		for _, c := range last.Containers {
-			if _, image := st.LastContainerStatuses[c]; image {
-				continue // the image change restarts it
-			}
-			s := containerStatus(pod, c)
-			if s == nil || s.State.Running == nil || s.State.Running.StartedAt.Before(&st.UpdateTimestamp) {
-				pending = append(pending, c)
-			}
+	envPending, _ := envRestarts(pod, st)
+	pending = append(pending, envPending...)
+	return len(pending) == 0, pending
+}
+
+// envRestarts looks at the containers of st's batch that only an env
+// change touches (an image change restarts the others): pending are those
+// not running since the update, stale those of them still running as
+// before it.
+func envRestarts(pod *corev1.Pod, st *pub.InPlaceUpdateState) (pending, stale []string) {
+	if !st.UpdateEnvFromMetadata || len(st.ContainerBatchesRecord) == 0 {
+		return nil, nil
+	}
+	for _, c := range st.ContainerBatchesRecord[len(st.ContainerBatchesRecord)-1].Containers {
+		if _, image := st.LastContainerStatuses[c]; image {
+			continue
+		}
+		s := containerStatus(pod, c)
+		switch {
+		case s == nil || s.State.Running == nil:
+			pending = append(pending, c)
+		case s.State.Running.StartedAt.Before(&st.UpdateTimestamp):
+			pending, stale = append(pending, c), append(stale, c)
 		}
 	}
-	return len(pending) == 0, pending
+	return pending, stale
 }
 
 // nextSpec is the batch that waits in st, nil if none does.

@@ -1,6 +1,7 @@
 package inplace
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -8,11 +9,14 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/shoal-io/shoal/coordinator/workload/podstatus"
+	"github.com/shoal-io/shoal/protocol/apis/apps/pub"
 	"github.com/shoal-io/shoal/protocol/apis/wellknown"
+	shoalfake "github.com/shoal-io/shoal/protocol/client/clientset/versioned/fake"
 )
 
 // running is a pod running containers (name=image), each ready, with
@@ -187,9 +191,20 @@ func TestUpdaterEnvFromMetadataWaitsForARestart(t *testing.T) {
 	require.NoError(t, h.u.Start(t.Context(), h.get(), s, nil, 0))
 	pod := h.get()
 	require.Equal(t, "v2", pod.Labels["version"])
+	var restarts [][]string
+	h.u.Restart = func(_ context.Context, pod *corev1.Pod, st *pub.InPlaceUpdateState, containers []string) error {
+		require.Equal(t, "r2", st.Revision)
+		restarts = append(restarts, containers)
+		return nil
+	}
+	p := h.refresh()
+	require.Equal(t, EnvRestartDelay, p.RequeueAfter, "the kubelet gets time to see the new label first")
+	require.Empty(t, restarts)
+	h.clock.Step(EnvRestartDelay)
 	require.Contains(t, h.refresh().Waiting, "nginx", "the container still runs with the old env")
+	require.Equal(t, [][]string{{"nginx"}}, restarts, "the updater asks for the restart the kubelet does not do")
 
-	h.clock.Step(2 * time.Second)
+	h.clock.Step(time.Second)
 	kubeletRestarts(pod, "nginx", h.clock.Now())
 	h.put(pod)
 	require.True(t, h.refresh().Done)
@@ -211,4 +226,28 @@ func TestUpdaterSameImageIDUnderAnotherName(t *testing.T) {
 	h.put(pod)
 	require.True(t, h.refresh().Done, "a new container of the same image ID")
 	require.Equal(t, "registry/testserver:latest", h.get().Status.ContainerStatuses[0].Image, "the kubelet's report is unchanged")
+}
+
+func TestRestartWithCRR(t *testing.T) {
+	client := shoalfake.NewSimpleClientset()
+	restart := RestartWithCRR(client)
+	pod := running(container("nginx", "nginx:1.25"))
+	pod.UID = "uid-1"
+	st := &pub.InPlaceUpdateState{Revision: "r2", UpdateTimestamp: metav1.Unix(1_700_000_000, 0)}
+	require.NoError(t, restart(t.Context(), pod, st, []string{"nginx"}))
+	require.NoError(t, restart(t.Context(), pod, st, []string{"nginx"}), "asking again for the same batch is a no-op")
+	list, err := client.AppsV1alpha1().ContainerRecreateRequests("ns").List(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, list.Items, 1)
+	crr := list.Items[0]
+	require.Equal(t, "web-1", crr.Spec.PodName)
+	require.Equal(t, "nginx", crr.Spec.Containers[0].Name)
+	require.Equal(t, types.UID("uid-1"), crr.OwnerReferences[0].UID, "removed with its pod")
+	require.NotNil(t, crr.Spec.TTLSecondsAfterFinished)
+
+	st.UpdateTimestamp = metav1.Unix(1_700_000_100, 0)
+	require.NoError(t, restart(t.Context(), pod, st, []string{"nginx"}))
+	list, err = client.AppsV1alpha1().ContainerRecreateRequests("ns").List(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, list.Items, 2, "a later batch gets its own request")
 }

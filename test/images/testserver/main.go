@@ -27,7 +27,7 @@ import (
 	"time"
 )
 
-const usage = "usage: testserver serve [--port N] | pause | cri-pods [--socket PATH] [--watch] | get [--timeout D] URL | sleep DURATION"
+const usage = "usage: testserver serve [--port N] | pause | cri-pods [--socket PATH] [--watch] | get [--timeout D] URL | sleep DURATION | env NAME"
 
 func main() {
 	cmd, args := subcommand(os.Args)
@@ -102,6 +102,18 @@ func run(ctx context.Context, cmd string, args []string, out io.Writer) error {
 		case <-ctx.Done():
 		}
 		return nil
+	case "env":
+		// What a container's env holds (e2e tests of env from the
+		// Downward API): the value of NAME, or an error if it is unset.
+		if len(args) != 1 {
+			return errors.New("env: want exactly one variable name")
+		}
+		v, ok := os.LookupEnv(args[0])
+		if !ok {
+			return fmt.Errorf("env: %s is not set", args[0])
+		}
+		_, err := fmt.Fprintln(out, v)
+		return err
 	default:
 		return errors.New(usage)
 	}

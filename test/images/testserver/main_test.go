@@ -101,6 +101,15 @@ func TestSleep(t *testing.T) {
 	require.NoError(t, run(ctx, "sleep", []string{"1h"}, &out), "a stopped sleep returns at once")
 }
 
+func TestEnv(t *testing.T) {
+	t.Setenv("TESTSERVER_TEST_ENV", "bar")
+	var out bytes.Buffer
+	require.NoError(t, run(t.Context(), "env", []string{"TESTSERVER_TEST_ENV"}, &out))
+	require.Equal(t, "bar\n", out.String())
+	require.ErrorContains(t, run(t.Context(), "env", []string{"TESTSERVER_UNSET"}, &out), "not set")
+	require.Error(t, run(t.Context(), "env", nil, &out))
+}
+
 func TestPause(t *testing.T) {
 	tests := []struct {
 		name        string
