@@ -2,6 +2,7 @@ package cri
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -62,6 +63,54 @@ func (r *Runtime) StopContainer(ctx context.Context, id string, timeout time.Dur
 		return fmt.Errorf("stop container %q: %w", id, err)
 	}
 	return nil
+}
+
+// ContainerEnv returns the environment of the container with CRI id id
+// as the runtime started it, by variable name: the process env of its OCI
+// spec (or else the env of its CRI config) from the runtime's verbose
+// container status, where a later entry of a name wins. It never runs
+// anything inside the container, so images without a shell or an env
+// binary work.
+func (r *Runtime) ContainerEnv(ctx context.Context, id string) (map[string]string, error) {
+	resp, err := r.rs.ContainerStatus(ctx, id, true)
+	if err != nil {
+		return nil, fmt.Errorf("status of container %q: %w", id, err)
+	}
+	raw := resp.GetInfo()["info"]
+	if raw == "" {
+		return nil, fmt.Errorf("container %q: the runtime reports no verbose info to read its env from", id)
+	}
+	var info struct {
+		RuntimeSpec *struct {
+			Process *struct {
+				Env []string `json:"env"`
+			} `json:"process"`
+		} `json:"runtimeSpec"`
+		Config *struct {
+			Envs []struct {
+				Key   string `json:"key"`
+				Value string `json:"value"`
+			} `json:"envs"`
+		} `json:"config"`
+	}
+	if err := json.Unmarshal([]byte(raw), &info); err != nil {
+		return nil, fmt.Errorf("container %q: verbose info: %w", id, err)
+	}
+	env := map[string]string{}
+	switch {
+	case info.RuntimeSpec != nil && info.RuntimeSpec.Process != nil:
+		for _, kv := range info.RuntimeSpec.Process.Env {
+			k, v, _ := strings.Cut(kv, "=")
+			env[k] = v
+		}
+	case info.Config != nil:
+		for _, e := range info.Config.Envs {
+			env[e.Key] = e.Value
+		}
+	default:
+		return nil, fmt.Errorf("container %q: verbose info has neither runtimeSpec.process nor config", id)
+	}
+	return env, nil
 }
 
 // ExecSync runs cmd in the container with CRI id id and waits for it, at

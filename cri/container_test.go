@@ -267,3 +267,22 @@ func TestFakeRestart(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, cri.ContainerExited, got[0].State)
 }
+
+func TestContainerEnv(t *testing.T) {
+	f := critest.NewHooked(t)
+	sb := f.AddSandbox(critest.Sandbox{Namespace: "ns", Name: "p", UID: "u"})
+	c := f.AddContainer(sb, critest.Container{Name: "app", State: runtimeapi.ContainerState_CONTAINER_RUNNING})
+
+	_, err := f.Runtime.ContainerEnv(t.Context(), c.ID)
+	require.ErrorContains(t, err, "no verbose info", "a runtime that reports none")
+
+	f.OnEnv(func(name string, attempt uint32) []string {
+		return []string{"PATH=/bin", "TEST_ENV=foo", "EMPTY=", "TEST_ENV=bar", "EQ=a=b"}
+	})
+	env, err := f.Runtime.ContainerEnv(t.Context(), c.ID)
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"PATH": "/bin", "TEST_ENV": "bar", "EMPTY": "", "EQ": "a=b"}, env, "a later entry wins")
+
+	_, err = f.Runtime.ContainerEnv(t.Context(), "no-such-container")
+	require.Error(t, err)
+}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net"
 	"net/http"
@@ -169,11 +170,16 @@ type containerProgress struct {
 	PreStopError string     `json:"preStopError,omitempty"`
 	// RunningID and RunningSince are the new instance seen running and
 	// when the agent first saw it running (for min_started_seconds).
-	RunningID     string     `json:"runningId,omitempty"`
-	RunningSince  *time.Time `json:"runningSince,omitempty"`
-	PreStopMillis int64      `json:"preStopMillis,omitempty"`
-	StopMillis    int64      `json:"stopMillis,omitempty"`
-	RestartMillis int64      `json:"restartMillis,omitempty"`
+	RunningID    string     `json:"runningId,omitempty"`
+	RunningSince *time.Time `json:"runningSince,omitempty"`
+	// EnvCheckedID is the new instance whose env matched the spec's
+	// expected_env; EnvRestarts counts the instances recreated again
+	// because theirs did not.
+	EnvCheckedID  string `json:"envCheckedId,omitempty"`
+	EnvRestarts   int    `json:"envRestarts,omitempty"`
+	PreStopMillis int64  `json:"preStopMillis,omitempty"`
+	StopMillis    int64  `json:"stopMillis,omitempty"`
+	RestartMillis int64  `json:"restartMillis,omitempty"`
 }
 
 func (c *containerProgress) done() bool {
@@ -281,6 +287,7 @@ func (r *Recreate) Run(ctx context.Context, t *Task) error {
 			continue
 		}
 		x.observe(cs)
+		x.checkEnv(ctx, rt, cs)
 		kills, finished, failure := x.walk()
 		if err := x.save(x.summary()); err != nil {
 			return err
@@ -549,6 +556,55 @@ func (x *recreateRun) observeNew(i int, cur *cri.Container, count int32, now tim
 	}
 }
 
+// maxEnvRestarts bounds how often a container is recreated again because
+// its new instance's env is not the expected one (a kubelet that built it
+// from a pod view older than the metadata change).
+const maxEnvRestarts = 3
+
+// checkEnv checks, for each container the pass found recreated and whose
+// spec has expected_env, that the new instance's env (read from the
+// runtime, never from inside the container) has those values. A
+// container whose new instance has them stays Succeeded; one whose
+// instance's env cannot be read yet waits; one whose env differs is
+// recreated again, up to maxEnvRestarts times, and then fails.
+func (x *recreateRun) checkEnv(ctx context.Context, rt *cri.Runtime, cs []cri.Container) {
+	for i, c := range x.spec.GetContainers() {
+		cp := &x.prog.Containers[i]
+		want := c.GetExpectedEnv()
+		if len(want) == 0 || cp.Phase != recreateSucceeded || cp.EnvCheckedID == cp.NewContainerID {
+			continue
+		}
+		got, err := rt.ContainerEnv(ctx, cp.NewContainerID)
+		if err != nil {
+			cp.Phase, cp.Message = recreateRecreating, "new instance running; reading its env: "+err.Error()
+			continue
+		}
+		var stale []string
+		for _, k := range slices.Sorted(maps.Keys(want)) {
+			if got[k] != want[k] {
+				stale = append(stale, fmt.Sprintf("%s is %q, want %q", k, got[k], want[k]))
+			}
+		}
+		if len(stale) == 0 {
+			cp.EnvCheckedID = cp.NewContainerID
+			continue
+		}
+		j := slices.IndexFunc(cs, func(k cri.Container) bool { return k.ID == cp.NewContainerID })
+		if cp.EnvRestarts >= maxEnvRestarts || j < 0 {
+			cp.Phase = recreateFailed
+			cp.Message = fmt.Sprintf("the new instance's env is stale after %d recreations: %s", cp.EnvRestarts, strings.Join(stale, ", "))
+			continue
+		}
+		x.log.Info("Recreated container has a stale env; recreating it again", "container", c.GetName(),
+			"containerID", cp.NewContainerID, "stale", stale)
+		cp.EnvRestarts++
+		cp.retarget(&cs[j], restartCount(&cs[j]))
+		cp.KillStartedAt, cp.StoppedAt = nil, nil
+		cp.Phase = recreatePending
+		cp.Message = "the new instance's env is stale (" + strings.Join(stale, ", ") + "); recreating it again"
+	}
+}
+
 // ready reports whether the kubelet reported the instance ready.
 func (x *recreateRun) ready(id string) bool {
 	for _, full := range x.spec.GetReadyContainerIds() {
@@ -719,6 +775,11 @@ func (x *recreateRun) collectKill(i int, job *killJob) {
 	if res.preStopErr != nil {
 		cp.PreStopError = res.preStopErr.Error()
 		x.log.Info("PreStop hook failed; stopping the container anyway", "container", c.GetName(), "containerID", id, "err", cp.PreStopError)
+		if cp.Phase == recreateSucceeded {
+			// The new instance was seen before this result came in: its
+			// message gets the note now (observe no longer looks at it).
+			cp.Message = withPreStopNote("", cp)
+		}
 	}
 	if res.stopErr != nil {
 		if cp.Phase == recreatePending {

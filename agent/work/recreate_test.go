@@ -1109,3 +1109,42 @@ func TestRecreateWakesOnContainerEvents(t *testing.T) {
 	rep := waitPhase(t, r, item.GetId(), nodeworkv1.Phase_PHASE_SUCCEEDED)
 	require.Equal(t, "containerd://"+newID, containerState(t, rep, "app").GetNewContainerId())
 }
+
+func TestRecreateChecksExpectedEnv(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// staleUntil: attempts below it still read the old label value.
+		staleUntil uint32
+		want       nodeworkv1.RecreatePhase
+		stops      int
+		message    string
+	}{
+		{"the first new instance has the new value", 1, succeeded, 1, ""},
+		{"a stale instance is recreated again", 2, succeeded, 2, ""},
+		{"still stale after three more: failed", 100, failed, 4, `TEST_ENV is "foo", want "bar"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newRecreateEnv(t, false)
+			c := e.running("app")
+			e.f.OnEnv(func(name string, attempt uint32) []string {
+				if attempt < tc.staleUntil {
+					return []string{"PATH=/bin", "TEST_ENV=foo"}
+				}
+				return []string{"PATH=/bin", "TEST_ENV=bar"}
+			})
+			e.f.RestartOnStop()
+			r := e.start()
+			spec := e.spec(c)
+			spec.Containers[0].ExpectedEnv = map[string]string{"TEST_ENV": "bar"}
+			item := recreateItem("crr", 1, spec)
+			r.Upsert(item)
+			rep := waitReport(t, r, item.GetId(), "finished", containerIs("app", tc.want))
+			st := containerState(t, rep, "app")
+			require.Contains(t, st.GetMessage(), tc.message)
+			require.Len(t, e.f.StopCalls(), tc.stops)
+			if tc.want == succeeded {
+				require.Equal(t, "containerd://"+e.latest("app").ID, st.GetNewContainerId(), "the instance that has the new env")
+			}
+		})
+	}
+}

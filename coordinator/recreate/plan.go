@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/shoal-io/shoal/coordinator/workload/inplace"
 	"github.com/shoal-io/shoal/protocol/apis/apps/v1alpha1"
 	"github.com/shoal-io/shoal/protocol/apis/wellknown"
 	nodeworkv1 "github.com/shoal-io/shoal/protocol/nodework/v1"
@@ -333,6 +334,9 @@ func specFor(crr *v1alpha1.ContainerRecreateRequest, pod *corev1.Pod) *nodeworkv
 		}
 		if i := slices.IndexFunc(pod.Spec.Containers, func(pc corev1.Container) bool { return pc.Name == c.Name }); i >= 0 {
 			rc.HasReadinessProbe = pod.Spec.Containers[i].ReadinessProbe != nil
+			if crr.Annotations[wellknown.AnnotationCRRVerifyEnvFromMetadata] == "true" {
+				rc.ExpectedEnv = inplace.ExpectedEnv(pod, &pod.Spec.Containers[i])
+			}
 		}
 		s.Containers = append(s.Containers, rc)
 	}

@@ -252,4 +252,17 @@ func TestSpecFor(t *testing.T) {
 	pod.Spec.TerminationGracePeriodSeconds = nil
 	crr.Spec.Strategy.TerminationGracePeriodSeconds = nil
 	require.Equal(t, int64(defaultGraceSeconds), specFor(crr, pod).GetTerminationGraceSeconds())
+
+	// An in-place update's request asks the agent to check the env read
+	// from the pod's metadata, as the pod has it now.
+	pod = testPod()
+	pod.Labels = map[string]string{"test-env": "bar"}
+	pod.Spec.Containers[0].Env = []corev1.EnvVar{
+		{Name: "TEST_ENV", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['test-env']"}}},
+		{Name: "MISSING", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations['gone']"}}},
+		{Name: "PLAIN", Value: "x"},
+	}
+	require.Empty(t, specFor(crr, pod).GetContainers()[0].GetExpectedEnv(), "only when the request asks")
+	crr.Annotations = map[string]string{wellknown.AnnotationCRRVerifyEnvFromMetadata: "true"}
+	require.Equal(t, map[string]string{"TEST_ENV": "bar", "MISSING": ""}, specFor(crr, pod).GetContainers()[0].GetExpectedEnv())
 }

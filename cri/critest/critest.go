@@ -44,6 +44,7 @@ type Fake struct {
 	calls       []Call
 	exec        ExecFunc
 	afterStop   func(id string)
+	env         func(name string, attempt uint32) []string
 	pull        PullFunc
 	pullCalls   []PullCall
 	pullsNow    int
@@ -141,6 +142,29 @@ func (h *hookedRuntime) ExecSync(ctx context.Context, id string, cmd []string, t
 		return exec(ctx, id, cmd, timeout)
 	}
 	return h.FakeRuntimeService.ExecSync(ctx, id, cmd, timeout)
+}
+
+// ContainerStatus answers as the fake runtime service does and, when
+// verbose and an OnEnv hook is set, adds the verbose info a containerd
+// runtime gives: the container's OCI spec with the hook's process env.
+func (h *hookedRuntime) ContainerStatus(ctx context.Context, id string, verbose bool) (*runtimeapi.ContainerStatusResponse, error) {
+	resp, err := h.FakeRuntimeService.ContainerStatus(ctx, id, verbose)
+	if err != nil || !verbose {
+		return resp, err
+	}
+	h.f.mu.Lock()
+	envOf := h.f.env
+	h.f.mu.Unlock()
+	if envOf == nil {
+		return resp, nil
+	}
+	md := resp.GetStatus().GetMetadata()
+	raw, err := json.Marshal(map[string]any{"runtimeSpec": map[string]any{"process": map[string]any{"env": envOf(md.GetName(), md.GetAttempt())}}})
+	if err != nil {
+		return nil, err
+	}
+	resp.Info = map[string]string{"info": string(raw)}
+	return resp, nil
 }
 
 // GetContainerEvents streams the fake's events (see NewHooked) until ctx
@@ -310,6 +334,16 @@ func (f *Fake) OnExec(fn ExecFunc) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.exec = fn
+}
+
+// OnEnv makes a verbose ContainerStatus report fn(name, attempt) as the
+// container's process env ("KEY=VALUE" entries), the way containerd puts
+// the OCI spec in its verbose info (nil removes it: no verbose info).
+// Only a Fake built by NewHooked uses it.
+func (f *Fake) OnEnv(fn func(name string, attempt uint32) []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.env = fn
 }
 
 // OnStop makes fn run after every later successful StopContainer call, with

@@ -16,6 +16,11 @@ const (
 	maxCommandArgs = 64
 	// maxHeaders bounds an httpGet hook's headers.
 	maxHeaders = 32
+	// maxExpectedEnv bounds a container's expected env variables, and
+	// maxExpectedEnvValue each value (a label value is at most 63 bytes;
+	// an annotation can be longer).
+	maxExpectedEnv      = 64
+	maxExpectedEnvValue = 16 << 10
 )
 
 // RecreateID is the work item id of the ContainerRecreateRequest
@@ -65,6 +70,14 @@ func validateRecreateSpec(path string, r *nodeworkv1.RecreateSpec) error {
 		}
 		if err := validatePreStop(cp+".preStop", c.GetPreStop()); err != nil {
 			return err
+		}
+		if n := len(c.GetExpectedEnv()); n > maxExpectedEnv {
+			return violation("%s.expectedEnv: %d variables, at most %d", cp, n, maxExpectedEnv)
+		}
+		for k, v := range c.GetExpectedEnv() {
+			if k == "" || len(k) > maxShortString || len(v) > maxExpectedEnvValue {
+				return violation("%s.expectedEnv[%.64q]: name 1..%d bytes and value at most %d bytes", cp, k, maxShortString, maxExpectedEnvValue)
+			}
 		}
 	}
 	return nil

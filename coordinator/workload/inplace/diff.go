@@ -168,6 +168,31 @@ func envMetadataRefs(c *corev1.Container) MetadataRefs {
 	return r
 }
 
+// ExpectedEnv is the env c gets from pod's labels and annotations through
+// the Downward API, by variable name, as the kubelet resolves it now (a
+// missing key gives ""). Nil when c's env reads no metadata.
+func ExpectedEnv(pod *corev1.Pod, c *corev1.Container) map[string]string {
+	var out map[string]string
+	for _, e := range c.Env {
+		if e.ValueFrom == nil || e.ValueFrom.FieldRef == nil {
+			continue
+		}
+		m := fieldRefPath.FindStringSubmatch(e.ValueFrom.FieldRef.FieldPath)
+		if m == nil {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		if m[1] == "labels" {
+			out[e.Name] = pod.Labels[m[2]]
+		} else {
+			out[e.Name] = pod.Annotations[m[2]]
+		}
+	}
+	return out
+}
+
 // firstDifference names the first field of the pod specs a and b that
 // differs (containers by name), for NotInPlaceError.
 func firstDifference(a, b *corev1.PodSpec) string {

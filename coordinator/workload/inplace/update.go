@@ -30,22 +30,28 @@ type Updater struct {
 	Client kubernetes.Interface
 	// Clock stamps the updates; nil is the real one.
 	Clock clock.PassiveClock
-	// Restart restarts containers of pod that must run again for their
-	// env to read the pod's changed labels or annotations (the kubelet
-	// restarts a container for a new image, not for new metadata). Asked
-	// again for the same batch (st), it must do nothing new. Nil: nothing
-	// restarts them, and such a batch waits until they restart otherwise.
-	Restart func(ctx context.Context, pod *corev1.Pod, st *pub.InPlaceUpdateState, containers []string) error
+	// Restart makes the containers of pod whose env reads changed labels
+	// or annotations run again with the new values (the kubelet restarts a
+	// container for a new image, not for new metadata), and reports when
+	// they do. It is asked on every Refresh until then, for the same batch
+	// (st): it must start the restart once. Nil: nothing restarts them,
+	// and a container counts as done when it has started since the
+	// update.
+	Restart func(ctx context.Context, pod *corev1.Pod, st *pub.InPlaceUpdateState, containers []string) (bool, error)
 }
 
 // EnvRestartDelay is how long after an update of env-read metadata the
 // Updater waits before it asks for the restart: the kubelet builds the new
-// container's env from the pod as it knows it, so it must have seen the
-// update (its watch usually delivers it within milliseconds; the update
-// timestamp counts whole seconds). A restart on a stale view would keep
-// the old values; telling that apart needs the node to read the env (see
-// docs/dev/inplace-update.md).
+// container's env from the pod as its pod worker knows it, and a restart
+// right after the change often still gets the old values (the agent then
+// recreates the container again, but the kubelet's restart back-off makes
+// that cost about 10 s). The update timestamp counts whole seconds, so
+// this is at least a second.
 const EnvRestartDelay = 2 * time.Second
+
+// restartPoll is how often Refresh looks at a restart in progress (its
+// progress is not a pod event).
+const restartPoll = time.Second
 
 // grace is the AnnotationInPlaceUpdateGrace value: the update that waits
 // for the end of its grace period while the pod is already not ready.
@@ -173,16 +179,25 @@ func (u *Updater) Refresh(ctx context.Context, pod *corev1.Pod) (Progress, error
 		return Progress{}, err
 	}
 	if ok {
-		if done, pending := BatchDone(pod, st); !done {
-			if _, stale := envRestarts(pod, st); len(stale) > 0 && u.Restart != nil {
-				if wait := st.UpdateTimestamp.Add(EnvRestartDelay).Sub(now.Time); wait > 0 {
-					return Progress{Waiting: "the kubelet to see the new metadata", RequeueAfter: wait}, nil
-				}
-				if err := u.Restart(ctx, pod, st, stale); err != nil {
-					return Progress{}, err
-				}
+		_, pending := ImagesUpdated(pod, st)
+		var requeue time.Duration
+		if env := envOnly(st); len(env) > 0 && u.Restart != nil {
+			if wait := st.UpdateTimestamp.Add(EnvRestartDelay).Sub(now.Time); wait > 0 {
+				return Progress{Waiting: "the kubelet to see the new metadata", RequeueAfter: wait}, nil
 			}
-			return Progress{Waiting: "containers " + strings.Join(pending, ", ") + " to run the update"}, nil
+			done, err := u.Restart(ctx, pod, st, env)
+			if err != nil {
+				return Progress{}, err
+			}
+			if !done {
+				// The restart's progress is not a pod event: look again.
+				pending, requeue = append(pending, env...), restartPoll
+			}
+		} else if len(env) > 0 {
+			pending = append(pending, envNotRestarted(pod, st, env)...)
+		}
+		if len(pending) > 0 {
+			return Progress{Waiting: "containers " + strings.Join(pending, ", ") + " to run the update", RequeueAfter: requeue}, nil
 		}
 		if next := nextSpec(st); next != nil {
 			var required []string
@@ -216,38 +231,32 @@ func (u *Updater) Refresh(ctx context.Context, pod *corev1.Pod) (Progress, error
 	return Progress{Done: true}, nil
 }
 
-// BatchDone reports whether the current batch of st runs on pod: every
-// changed image runs (ImagesUpdated) and every container restarted for
-// its env from metadata has started since the update. It lists those that
-// have not.
-func BatchDone(pod *corev1.Pod, st *pub.InPlaceUpdateState) (bool, []string) {
-	_, pending := ImagesUpdated(pod, st)
-	envPending, _ := envRestarts(pod, st)
-	pending = append(pending, envPending...)
-	return len(pending) == 0, pending
+// envOnly lists the containers of st's batch that only an env change
+// touches (an image change restarts the others).
+func envOnly(st *pub.InPlaceUpdateState) []string {
+	if !st.UpdateEnvFromMetadata || len(st.ContainerBatchesRecord) == 0 {
+		return nil
+	}
+	var out []string
+	for _, c := range st.ContainerBatchesRecord[len(st.ContainerBatchesRecord)-1].Containers {
+		if _, image := st.LastContainerStatuses[c]; !image {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
-// envRestarts looks at the containers of st's batch that only an env
-// change touches (an image change restarts the others): pending are those
-// not running since the update, stale those of them still running as
-// before it.
-func envRestarts(pod *corev1.Pod, st *pub.InPlaceUpdateState) (pending, stale []string) {
-	if !st.UpdateEnvFromMetadata || len(st.ContainerBatchesRecord) == 0 {
-		return nil, nil
-	}
-	for _, c := range st.ContainerBatchesRecord[len(st.ContainerBatchesRecord)-1].Containers {
-		if _, image := st.LastContainerStatuses[c]; image {
-			continue
-		}
+// envNotRestarted lists the containers of env that have not run since the
+// update started.
+func envNotRestarted(pod *corev1.Pod, st *pub.InPlaceUpdateState, env []string) []string {
+	var out []string
+	for _, c := range env {
 		s := containerStatus(pod, c)
-		switch {
-		case s == nil || s.State.Running == nil:
-			pending = append(pending, c)
-		case s.State.Running.StartedAt.Before(&st.UpdateTimestamp):
-			pending, stale = append(pending, c), append(stale, c)
+		if s == nil || s.State.Running == nil || s.State.Running.StartedAt.Before(&st.UpdateTimestamp) {
+			out = append(out, c)
 		}
 	}
-	return pending, stale
+	return out
 }
 
 // nextSpec is the batch that waits in st, nil if none does.

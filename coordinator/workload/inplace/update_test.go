@@ -15,6 +15,7 @@ import (
 
 	"github.com/shoal-io/shoal/coordinator/workload/podstatus"
 	"github.com/shoal-io/shoal/protocol/apis/apps/pub"
+	"github.com/shoal-io/shoal/protocol/apis/apps/v1alpha1"
 	"github.com/shoal-io/shoal/protocol/apis/wellknown"
 	shoalfake "github.com/shoal-io/shoal/protocol/client/clientset/versioned/fake"
 )
@@ -183,31 +184,48 @@ func TestUpdaterBatchesByPriority(t *testing.T) {
 }
 
 func TestUpdaterEnvFromMetadataWaitsForARestart(t *testing.T) {
-	h := newUpdaterHarness(t, running(container("nginx", "nginx:1.25", fromLabel("VERSION", "version"))))
 	from := template(map[string]string{"version": "v1"}, container("nginx", "nginx:1.25", fromLabel("VERSION", "version")))
 	to := template(map[string]string{"version": "v2"}, container("nginx", "nginx:1.25", fromLabel("VERSION", "version")))
 	s, err := Calculate(from, to, "r2")
 	require.NoError(t, err)
-	require.NoError(t, h.u.Start(t.Context(), h.get(), s, nil, 0))
-	pod := h.get()
-	require.Equal(t, "v2", pod.Labels["version"])
-	var restarts [][]string
-	h.u.Restart = func(_ context.Context, pod *corev1.Pod, st *pub.InPlaceUpdateState, containers []string) error {
-		require.Equal(t, "r2", st.Revision)
-		restarts = append(restarts, containers)
-		return nil
-	}
-	p := h.refresh()
-	require.Equal(t, EnvRestartDelay, p.RequeueAfter, "the kubelet gets time to see the new label first")
-	require.Empty(t, restarts)
-	h.clock.Step(EnvRestartDelay)
-	require.Contains(t, h.refresh().Waiting, "nginx", "the container still runs with the old env")
-	require.Equal(t, [][]string{{"nginx"}}, restarts, "the updater asks for the restart the kubelet does not do")
 
-	h.clock.Step(time.Second)
-	kubeletRestarts(pod, "nginx", h.clock.Now())
-	h.put(pod)
-	require.True(t, h.refresh().Done)
+	t.Run("without a restarter: done once the container started again", func(t *testing.T) {
+		h := newUpdaterHarness(t, running(container("nginx", "nginx:1.25", fromLabel("VERSION", "version"))))
+		require.NoError(t, h.u.Start(t.Context(), h.get(), s, nil, 0))
+		pod := h.get()
+		require.Equal(t, "v2", pod.Labels["version"])
+		require.Contains(t, h.refresh().Waiting, "nginx", "the container still runs with the old env")
+		h.clock.Step(time.Second)
+		kubeletRestarts(pod, "nginx", h.clock.Now())
+		h.put(pod)
+		require.True(t, h.refresh().Done)
+	})
+
+	t.Run("with a restarter: done when it says so", func(t *testing.T) {
+		h := newUpdaterHarness(t, running(container("nginx", "nginx:1.25", fromLabel("VERSION", "version"))))
+		var asked [][]string
+		done := false
+		h.u.Restart = func(_ context.Context, pod *corev1.Pod, st *pub.InPlaceUpdateState, containers []string) (bool, error) {
+			require.Equal(t, "r2", st.Revision)
+			asked = append(asked, containers)
+			return done, nil
+		}
+		require.NoError(t, h.u.Start(t.Context(), h.get(), s, nil, 0))
+		p := h.refresh()
+		require.Equal(t, EnvRestartDelay, p.RequeueAfter, "the kubelet gets time to see the new label first")
+		require.Empty(t, asked)
+		h.clock.Step(EnvRestartDelay)
+		p = h.refresh()
+		require.Contains(t, p.Waiting, "nginx")
+		require.Equal(t, restartPoll, p.RequeueAfter, "the restart's progress is polled")
+		pod := h.get()
+		kubeletRestarts(pod, "nginx", h.clock.Now())
+		h.put(pod)
+		require.False(t, h.refresh().Done, "a restart alone is not enough: the restarter checks the env")
+		done = true
+		require.True(t, h.refresh().Done)
+		require.Equal(t, [][]string{{"nginx"}, {"nginx"}, {"nginx"}}, asked)
+	})
 }
 
 func TestUpdaterSameImageIDUnderAnotherName(t *testing.T) {
@@ -234,20 +252,42 @@ func TestRestartWithCRR(t *testing.T) {
 	pod := running(container("nginx", "nginx:1.25"))
 	pod.UID = "uid-1"
 	st := &pub.InPlaceUpdateState{Revision: "r2", UpdateTimestamp: metav1.Unix(1_700_000_000, 0)}
-	require.NoError(t, restart(t.Context(), pod, st, []string{"nginx"}))
-	require.NoError(t, restart(t.Context(), pod, st, []string{"nginx"}), "asking again for the same batch is a no-op")
-	list, err := client.AppsV1alpha1().ContainerRecreateRequests("ns").List(t.Context(), metav1.ListOptions{})
+	list := func() []v1alpha1.ContainerRecreateRequest {
+		l, err := client.AppsV1alpha1().ContainerRecreateRequests("ns").List(t.Context(), metav1.ListOptions{})
+		require.NoError(t, err)
+		return l.Items
+	}
+	done, err := restart(t.Context(), pod, st, []string{"nginx"})
 	require.NoError(t, err)
-	require.Len(t, list.Items, 1)
-	crr := list.Items[0]
+	require.False(t, done)
+	done, err = restart(t.Context(), pod, st, []string{"nginx"})
+	require.NoError(t, err)
+	require.False(t, done, "asking again for the same batch reads the same request")
+	require.Len(t, list(), 1)
+	crr := list()[0]
 	require.Equal(t, "web-1", crr.Spec.PodName)
 	require.Equal(t, "nginx", crr.Spec.Containers[0].Name)
 	require.Equal(t, types.UID("uid-1"), crr.OwnerReferences[0].UID, "removed with its pod")
+	require.Equal(t, "true", crr.Annotations[wellknown.AnnotationCRRVerifyEnvFromMetadata], "the agent checks the new env")
 	require.NotNil(t, crr.Spec.TTLSecondsAfterFinished)
 
-	st.UpdateTimestamp = metav1.Unix(1_700_000_100, 0)
-	require.NoError(t, restart(t.Context(), pod, st, []string{"nginx"}))
-	list, err = client.AppsV1alpha1().ContainerRecreateRequests("ns").List(t.Context(), metav1.ListOptions{})
+	// The agent finished it.
+	crr.Status = v1alpha1.ContainerRecreateRequestStatus{Phase: v1alpha1.ContainerRecreateRequestCompleted,
+		ContainerRecreateStates: []v1alpha1.ContainerRecreateRequestContainerRecreateState{{Name: "nginx", Phase: v1alpha1.ContainerRecreateRequestSucceeded}}}
+	_, err = client.AppsV1alpha1().ContainerRecreateRequests("ns").UpdateStatus(t.Context(), &crr, metav1.UpdateOptions{})
 	require.NoError(t, err)
-	require.Len(t, list.Items, 2, "a later batch gets its own request")
+	done, err = restart(t.Context(), pod, st, []string{"nginx"})
+	require.NoError(t, err)
+	require.True(t, done)
+
+	crr.Status.ContainerRecreateStates[0] = v1alpha1.ContainerRecreateRequestContainerRecreateState{Name: "nginx", Phase: v1alpha1.ContainerRecreateRequestFailed, Message: `env VERSION is "v1", want "v2"`}
+	_, err = client.AppsV1alpha1().ContainerRecreateRequests("ns").UpdateStatus(t.Context(), &crr, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	_, err = restart(t.Context(), pod, st, []string{"nginx"})
+	require.ErrorContains(t, err, `want "v2"`)
+
+	st.UpdateTimestamp = metav1.Unix(1_700_000_100, 0)
+	_, err = restart(t.Context(), pod, st, []string{"nginx"})
+	require.NoError(t, err)
+	require.Len(t, list(), 2, "a later batch gets its own request")
 }

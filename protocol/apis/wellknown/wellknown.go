@@ -435,6 +435,14 @@ const (
 	// v1beta1 requests record this as the PreRecreateGrace condition.
 	AnnotationCRRUnreadyAcquired = "crr.apps.kruise.io/unready-acquired"
 
+	// AnnotationCRRVerifyEnvFromMetadata, set to "true" on a
+	// ContainerRecreateRequest (by Shoal's in-place updates), makes the
+	// node agent check that each recreated container's env values read
+	// from the pod's labels and annotations (valueFrom.fieldRef) match the
+	// pod's metadata, and recreate it again while they do not. A Shoal
+	// addition.
+	AnnotationCRRVerifyEnvFromMetadata = "crr.shoal.io/verify-env-from-metadata"
+
 	// FinalizerCRRUnreadyAcquired is the finalizer the ContainerRecreateRequest
 	// controller adds to a request while it holds the pod not-ready, so that
 	// the hold is released even if the request is deleted early. It is the

@@ -128,6 +128,7 @@ var entries = []entry{
 	{"LabelCRRActive", LabelCRRActive, kindKey},
 	{"AnnotationCRRSyncContainerStatuses", AnnotationCRRSyncContainerStatuses, kindKey},
 	{"AnnotationCRRUnreadyAcquired", AnnotationCRRUnreadyAcquired, kindKey},
+	{"AnnotationCRRVerifyEnvFromMetadata", AnnotationCRRVerifyEnvFromMetadata, kindKey},
 	{"FinalizerCRRUnreadyAcquired", FinalizerCRRUnreadyAcquired, kindKey},
 
 	// PodProbeMarker and NodePodProbe.

@@ -1273,8 +1273,14 @@ type RecreateContainer struct {
 	// has_readiness_probe tells whether readiness comes from the kubelet's
 	// probe (see RecreateSpec.ready_container_ids).
 	HasReadinessProbe bool `protobuf:"varint,5,opt,name=has_readiness_probe,json=hasReadinessProbe,proto3" json:"has_readiness_probe,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// expected_env, when set, are env values the new instance must have
+	// (the env that reads the pod's labels and annotations, after an
+	// in-place update changed them). The agent reads the new instance's env
+	// from the runtime (never from inside the container) and recreates it
+	// again while a value differs, a few times, then fails the container.
+	ExpectedEnv   map[string]string `protobuf:"bytes,6,rep,name=expected_env,json=expectedEnv,proto3" json:"expected_env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RecreateContainer) Reset() {
@@ -1340,6 +1346,13 @@ func (x *RecreateContainer) GetHasReadinessProbe() bool {
 		return x.HasReadinessProbe
 	}
 	return false
+}
+
+func (x *RecreateContainer) GetExpectedEnv() map[string]string {
+	if x != nil {
+		return x.ExpectedEnv
+	}
+	return nil
 }
 
 // PreStopHook is a container's preStop handler, resolved by the
@@ -2459,13 +2472,17 @@ const file_v1_nodework_proto_rawDesc = "" +
 	" \x01(\x05R\x11minStartedSeconds\x12.\n" +
 	"\x13ready_container_ids\x18\v \x03(\tR\x11readyContainerIds\x12\x1f\n" +
 	"\vfinish_only\x18\f \x01(\bR\n" +
-	"finishOnly\"\xda\x01\n" +
+	"finishOnly\"\xf4\x02\n" +
 	"\x11RecreateContainer\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
 	"\fcontainer_id\x18\x02 \x01(\tR\vcontainerId\x12#\n" +
 	"\rrestart_count\x18\x03 \x01(\x05R\frestartCount\x129\n" +
 	"\bpre_stop\x18\x04 \x01(\v2\x1e.shoal.nodework.v1.PreStopHookR\apreStop\x12.\n" +
-	"\x13has_readiness_probe\x18\x05 \x01(\bR\x11hasReadinessProbe\"\xc3\x01\n" +
+	"\x13has_readiness_probe\x18\x05 \x01(\bR\x11hasReadinessProbe\x12X\n" +
+	"\fexpected_env\x18\x06 \x03(\v25.shoal.nodework.v1.RecreateContainer.ExpectedEnvEntryR\vexpectedEnv\x1a>\n" +
+	"\x10ExpectedEnvEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc3\x01\n" +
 	"\vPreStopHook\x123\n" +
 	"\x04exec\x18\x01 \x01(\v2\x1d.shoal.nodework.v1.ExecActionH\x00R\x04exec\x12=\n" +
 	"\bhttp_get\x18\x02 \x01(\v2 .shoal.nodework.v1.HTTPGetActionH\x00R\ahttpGet\x126\n" +
@@ -2582,7 +2599,7 @@ func file_v1_nodework_proto_rawDescGZIP() []byte {
 }
 
 var file_v1_nodework_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_v1_nodework_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_v1_nodework_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_v1_nodework_proto_goTypes = []any{
 	(Phase)(0),                     // 0: shoal.nodework.v1.Phase
 	(RecreatePhase)(0),             // 1: shoal.nodework.v1.RecreatePhase
@@ -2612,8 +2629,9 @@ var file_v1_nodework_proto_goTypes = []any{
 	(*PullSpec)(nil),               // 25: shoal.nodework.v1.PullSpec
 	(*RegistryAuth)(nil),           // 26: shoal.nodework.v1.RegistryAuth
 	(*PullStatus)(nil),             // 27: shoal.nodework.v1.PullStatus
-	nil,                            // 28: shoal.nodework.v1.PullSpec.SandboxLabelsEntry
-	nil,                            // 29: shoal.nodework.v1.PullSpec.SandboxAnnotationsEntry
+	nil,                            // 28: shoal.nodework.v1.RecreateContainer.ExpectedEnvEntry
+	nil,                            // 29: shoal.nodework.v1.PullSpec.SandboxLabelsEntry
+	nil,                            // 30: shoal.nodework.v1.PullSpec.SandboxAnnotationsEntry
 }
 var file_v1_nodework_proto_depIdxs = []int32{
 	4,  // 0: shoal.nodework.v1.AgentMessage.hello:type_name -> shoal.nodework.v1.Hello
@@ -2634,26 +2652,27 @@ var file_v1_nodework_proto_depIdxs = []int32{
 	25, // 15: shoal.nodework.v1.WorkItem.pull:type_name -> shoal.nodework.v1.PullSpec
 	15, // 16: shoal.nodework.v1.RecreateSpec.containers:type_name -> shoal.nodework.v1.RecreateContainer
 	16, // 17: shoal.nodework.v1.RecreateContainer.pre_stop:type_name -> shoal.nodework.v1.PreStopHook
-	17, // 18: shoal.nodework.v1.PreStopHook.exec:type_name -> shoal.nodework.v1.ExecAction
-	18, // 19: shoal.nodework.v1.PreStopHook.http_get:type_name -> shoal.nodework.v1.HTTPGetAction
-	20, // 20: shoal.nodework.v1.PreStopHook.sleep:type_name -> shoal.nodework.v1.SleepAction
-	19, // 21: shoal.nodework.v1.HTTPGetAction.headers:type_name -> shoal.nodework.v1.HTTPHeader
-	0,  // 22: shoal.nodework.v1.WorkReport.phase:type_name -> shoal.nodework.v1.Phase
-	22, // 23: shoal.nodework.v1.WorkReport.noop:type_name -> shoal.nodework.v1.NoopStatus
-	23, // 24: shoal.nodework.v1.WorkReport.recreate:type_name -> shoal.nodework.v1.RecreateStatus
-	27, // 25: shoal.nodework.v1.WorkReport.pull:type_name -> shoal.nodework.v1.PullStatus
-	24, // 26: shoal.nodework.v1.RecreateStatus.containers:type_name -> shoal.nodework.v1.RecreateContainerState
-	1,  // 27: shoal.nodework.v1.RecreateContainerState.phase:type_name -> shoal.nodework.v1.RecreatePhase
-	26, // 28: shoal.nodework.v1.PullSpec.auths:type_name -> shoal.nodework.v1.RegistryAuth
-	28, // 29: shoal.nodework.v1.PullSpec.sandbox_labels:type_name -> shoal.nodework.v1.PullSpec.SandboxLabelsEntry
-	29, // 30: shoal.nodework.v1.PullSpec.sandbox_annotations:type_name -> shoal.nodework.v1.PullSpec.SandboxAnnotationsEntry
-	2,  // 31: shoal.nodework.v1.NodeWork.Connect:input_type -> shoal.nodework.v1.AgentMessage
-	3,  // 32: shoal.nodework.v1.NodeWork.Connect:output_type -> shoal.nodework.v1.CoordinatorMessage
-	32, // [32:33] is the sub-list for method output_type
-	31, // [31:32] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	28, // 18: shoal.nodework.v1.RecreateContainer.expected_env:type_name -> shoal.nodework.v1.RecreateContainer.ExpectedEnvEntry
+	17, // 19: shoal.nodework.v1.PreStopHook.exec:type_name -> shoal.nodework.v1.ExecAction
+	18, // 20: shoal.nodework.v1.PreStopHook.http_get:type_name -> shoal.nodework.v1.HTTPGetAction
+	20, // 21: shoal.nodework.v1.PreStopHook.sleep:type_name -> shoal.nodework.v1.SleepAction
+	19, // 22: shoal.nodework.v1.HTTPGetAction.headers:type_name -> shoal.nodework.v1.HTTPHeader
+	0,  // 23: shoal.nodework.v1.WorkReport.phase:type_name -> shoal.nodework.v1.Phase
+	22, // 24: shoal.nodework.v1.WorkReport.noop:type_name -> shoal.nodework.v1.NoopStatus
+	23, // 25: shoal.nodework.v1.WorkReport.recreate:type_name -> shoal.nodework.v1.RecreateStatus
+	27, // 26: shoal.nodework.v1.WorkReport.pull:type_name -> shoal.nodework.v1.PullStatus
+	24, // 27: shoal.nodework.v1.RecreateStatus.containers:type_name -> shoal.nodework.v1.RecreateContainerState
+	1,  // 28: shoal.nodework.v1.RecreateContainerState.phase:type_name -> shoal.nodework.v1.RecreatePhase
+	26, // 29: shoal.nodework.v1.PullSpec.auths:type_name -> shoal.nodework.v1.RegistryAuth
+	29, // 30: shoal.nodework.v1.PullSpec.sandbox_labels:type_name -> shoal.nodework.v1.PullSpec.SandboxLabelsEntry
+	30, // 31: shoal.nodework.v1.PullSpec.sandbox_annotations:type_name -> shoal.nodework.v1.PullSpec.SandboxAnnotationsEntry
+	2,  // 32: shoal.nodework.v1.NodeWork.Connect:input_type -> shoal.nodework.v1.AgentMessage
+	3,  // 33: shoal.nodework.v1.NodeWork.Connect:output_type -> shoal.nodework.v1.CoordinatorMessage
+	33, // [33:34] is the sub-list for method output_type
+	32, // [32:33] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_v1_nodework_proto_init() }
@@ -2693,7 +2712,7 @@ func file_v1_nodework_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_v1_nodework_proto_rawDesc), len(file_v1_nodework_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   28,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
