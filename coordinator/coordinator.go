@@ -177,6 +177,7 @@ func Run(ctx context.Context, o Options) error {
 		Client: client, Shoal: shoal,
 		CloneSets: shoalInformers.Apps().V1beta1().CloneSets().Informer(), Pods: podInformer,
 		Revisions: kubeInformers.Apps().V1().ControllerRevisions().Informer(),
+		Jobs:      shoalInformers.Apps().V1alpha1().ImagePullJobs().Informer(),
 		IsLeader:  isLeader, Recorder: recorder,
 	})
 	if err != nil {

@@ -65,6 +65,10 @@ type Options struct {
 	// CloneSets, Pods and Revisions are shared informers (CloneSets at
 	// v1beta1, ControllerRevisions of apps/v1).
 	CloneSets, Pods, Revisions cache.SharedIndexInformer
+	// Jobs is the shared ImagePullJob informer (v1alpha1), to find the
+	// pre-download jobs a CloneSet owns; nil leaves finished rollouts'
+	// jobs to their TTL.
+	Jobs cache.SharedIndexInformer
 	// IsLeader tells whether this replica may write to the API.
 	IsLeader func() bool
 	// Recorder records events on CloneSets.
@@ -83,6 +87,7 @@ type Controller struct {
 	sets   cache.Indexer
 	pods   cache.Indexer
 	revs   cache.Indexer
+	jobs   cache.Indexer // nil without Options.Jobs
 }
 
 // maxCreatesPerSync bounds the pods one sync creates (a burst bound; the
@@ -112,7 +117,12 @@ func New(o Options) (*Controller, error) {
 		}
 		return nil, nil
 	}}
-	for _, inf := range []cache.SharedIndexInformer{o.Pods, o.Revisions} {
+	informers := []cache.SharedIndexInformer{o.Pods, o.Revisions}
+	if o.Jobs != nil {
+		informers = append(informers, o.Jobs)
+		c.jobs = o.Jobs.GetIndexer()
+	}
+	for _, inf := range informers {
 		if err := inf.AddIndexers(ownerIndex); err != nil {
 			return nil, fmt.Errorf("index by CloneSet owner: %w", err)
 		}
@@ -237,6 +247,11 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		}
 		if actErr == nil {
 			actErr = c.act(ctx, cs, p, updateRev, currentRev)
+		}
+		// Pre-download never holds the rollout back: its errors are
+		// logged and retried with the next sync.
+		if err := c.preDownload(ctx, cs, updateRev, currentRev, p.updatedReady); err != nil {
+			log.Info("Image pre-download failed", "err", err.Error())
 		}
 	}
 	if err := c.writeStatus(ctx, cs, p, actErr); err != nil {

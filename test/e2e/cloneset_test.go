@@ -14,12 +14,14 @@ import (
 	"github.com/stretchr/testify/require"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	"github.com/shoal-io/shoal/protocol/apis/apps/pub"
+	"github.com/shoal-io/shoal/protocol/apis/apps/v1alpha1"
 	"github.com/shoal-io/shoal/protocol/apis/apps/v1beta1"
 	"github.com/shoal-io/shoal/protocol/apis/wellknown"
 	"github.com/shoal-io/shoal/test/e2e/framework"
@@ -442,7 +444,10 @@ func TestCloneSetInPlaceOnlyAndIfPossible(t *testing.T) {
 // a new container, restartCount 1, reading the new label value) and goes
 // on with a change of the label alone: the kubelet restarts nothing for
 // it, so the update restarts the container through the node agent (a
-// ContainerRecreateRequest), and the new container reads the new value.
+// ContainerRecreateRequest whose new instance's env the agent checks from
+// the runtime), and the new container reads the new value (restartCount
+// 2, same UID). The testserver image is distroless: one static binary, no
+// shell, no env binary.
 func TestCloneSetInPlaceEnvFromLabel(t *testing.T) {
 	t.Parallel()
 	f := newFramework(t)
@@ -490,7 +495,13 @@ func TestCloneSetInPlaceEnvFromLabel(t *testing.T) {
 	crrs, err := f.Shoal.AppsV1alpha1().ContainerRecreateRequests(f.Namespace).List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	require.Len(t, crrs.Items, 1, "one restart request, for the label-only change")
-	require.Equal(t, before.Name, crrs.Items[0].Spec.PodName)
+	crr := crrs.Items[0]
+	require.Equal(t, before.Name, crr.Spec.PodName)
+	require.Equal(t, "true", crr.Annotations[wellknown.AnnotationCRRVerifyEnvFromMetadata], "the agent checks the new env")
+	require.Equal(t, v1alpha1.ContainerRecreateRequestCompleted, crr.Status.Phase)
+	require.Len(t, crr.Status.ContainerRecreateStates, 1)
+	require.Equal(t, v1alpha1.ContainerRecreateRequestSucceeded, crr.Status.ContainerRecreateStates[0].Phase,
+		"the agent read the new instance's env from the runtime: testserver has no shell and no env binary")
 }
 
 // TestCloneSetInPlaceUpdateHookAndGrace: the inPlaceUpdate lifecycle hook
@@ -578,4 +589,104 @@ func TestCloneSetInPlaceUpdateHookAndGrace(t *testing.T) {
 		return state(p) == wellknown.LifecycleStateNormal && c != nil && c.Status == corev1.ConditionTrue
 	})
 	waitCloneSet(ctx, t, f, "hookgrace", "updated and ready", settled(1, 1))
+}
+
+// TestCloneSetPreDownload ports OpenKruise's "CloneSet pre-download images
+// pre-download for new image" (5 replicas, partition 1, InPlaceIfPossible;
+// an image update with imagePreDownloadParallelism 2 creates one
+// ImagePullJob for the new image with parallelism 2) and goes on: the job
+// pulls on the nodes of the pods not yet updated, and once every pod is
+// updated (partition removed) the CloneSet's jobs are deleted.
+func TestCloneSetPreDownload(t *testing.T) {
+	t.Parallel()
+	f := newFramework(t)
+	ctx := t.Context()
+	cs := inPlaceCloneSet(f, "predl", 5, v1beta1.InPlaceIfPossibleCloneSetPodUpdateStrategyType)
+	cs.Spec.UpdateStrategy.RollingUpdate.Partition = ptr.To(intstr.FromInt32(1))
+	cs.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable = nil // the API's default, 20%
+	created, err := f.Shoal.AppsV1beta1().CloneSets(f.Namespace).Create(ctx, cs, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Equal(t, ptr.To(intstr.FromString("20%")), created.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable)
+	waitCloneSet(ctx, t, f, "predl", "5 pods ready", settled(5, 5))
+
+	v2 := f.Image("testserver:v2")
+	updateCloneSet(ctx, t, f, "predl", func(cs *v1beta1.CloneSet) {
+		cs.Spec.UpdateStrategy.RollingUpdate.InPlaceUpdateStrategy = &pub.InPlaceUpdateStrategy{ImagePreDownloadParallelism: ptr.To(intstr.FromInt32(2))}
+		cs.Spec.Template.Spec.Containers[0].Image = v2
+	})
+	jobs := f.Shoal.AppsV1alpha1().ImagePullJobs(f.Namespace)
+	var job v1alpha1.ImagePullJob
+	err = framework.WaitFor(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
+		list, err := jobs.List(ctx, metav1.ListOptions{})
+		if err != nil || len(list.Items) == 0 {
+			return false, err
+		}
+		require.Len(t, list.Items, 1, "one job: one container image changed")
+		job = list.Items[0]
+		return true, nil
+	})
+	require.NoError(t, err, "the update created an ImagePullJob")
+	require.Equal(t, v2, job.Spec.Image)
+	require.Equal(t, 2, job.Spec.Parallelism.IntValue())
+	require.Equal(t, "CloneSet", metav1.GetControllerOf(&job).Kind)
+	require.NotNil(t, job.Spec.PodSelector, "it pulls where the CloneSet's pods run")
+	cs = waitCloneSet(ctx, t, f, "predl", "4 pods updated, partition 1", settled(5, 4))
+	require.True(t, strings.HasPrefix(job.Name, cs.Status.UpdateRevision+"-"), "named <revision>-<container>: %s", job.Name)
+	rev, err := f.Kube.AppsV1().ControllerRevisions(f.Namespace).Get(ctx, cs.Status.UpdateRevision, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "true", rev.Labels[wellknown.LabelImagePreDownloadCreated], "decided once")
+
+	// The job finishes: it pulled on the node(s) of the pod left behind.
+	err = framework.WaitFor(ctx, time.Minute, func(ctx context.Context) (bool, error) {
+		j, err := jobs.Get(ctx, job.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil // finished and already collected
+		}
+		return err == nil && j.Status.CompletionTime != nil && j.Status.Succeeded >= 1, err
+	})
+	require.NoError(t, err, "the pre-download job pulled the image")
+
+	// The rollout ends: the CloneSet's jobs go.
+	updateCloneSet(ctx, t, f, "predl", func(cs *v1beta1.CloneSet) { cs.Spec.UpdateStrategy.RollingUpdate.Partition = nil })
+	waitCloneSet(ctx, t, f, "predl", "all updated", func(cs *v1beta1.CloneSet) bool {
+		return settled(5, 5)(cs) && cs.Status.CurrentRevision == cs.Status.UpdateRevision
+	})
+	err = framework.WaitFor(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
+		list, err := jobs.List(ctx, metav1.ListOptions{})
+		return err == nil && len(list.Items) == 0, err
+	})
+	require.NoError(t, err, "the pre-download jobs are deleted when the revisions converge")
+}
+
+// TestCloneSetNoPreDownload: a ReCreate update and a CloneSet of 3
+// replicas roll without pre-download jobs (OpenKruise's documented
+// exceptions); their revisions say so.
+func TestCloneSetNoPreDownload(t *testing.T) {
+	t.Parallel()
+	f := newFramework(t)
+	ctx := t.Context()
+	small := inPlaceCloneSet(f, "small", 3, v1beta1.InPlaceIfPossibleCloneSetPodUpdateStrategyType)
+	recreate := testCloneSet(f, "recreate", 4)
+	for _, cs := range []*v1beta1.CloneSet{small, recreate} {
+		_, err := f.Shoal.AppsV1beta1().CloneSets(f.Namespace).Create(ctx, cs, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	waitCloneSet(ctx, t, f, "small", "3 ready", settled(3, 3))
+	waitCloneSet(ctx, t, f, "recreate", "4 ready", settled(4, 4))
+	for _, name := range []string{"small", "recreate"} {
+		updateCloneSet(ctx, t, f, name, func(cs *v1beta1.CloneSet) { cs.Spec.Template.Spec.Containers[0].Image = f.Image("testserver:v2") })
+	}
+	for _, name := range []string{"small", "recreate"} {
+		cs := waitCloneSet(ctx, t, f, name, "a new revision", func(cs *v1beta1.CloneSet) bool {
+			return cs.Status.UpdateRevision != cs.Status.CurrentRevision || cs.Status.UpdatedReplicas > 0
+		})
+		err := framework.WaitFor(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
+			rev, err := f.Kube.AppsV1().ControllerRevisions(f.Namespace).Get(ctx, cs.Status.UpdateRevision, metav1.GetOptions{})
+			return err == nil && rev.Labels[wellknown.LabelImagePreDownloadIgnored] == "true", err
+		})
+		require.NoError(t, err, "%s: the revision is marked pre-download ignored", name)
+	}
+	list, err := f.Shoal.AppsV1alpha1().ImagePullJobs(f.Namespace).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Empty(t, list.Items)
 }
