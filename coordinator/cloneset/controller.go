@@ -410,7 +410,7 @@ func (c *Controller) createPod(ctx context.Context, cs *v1beta1.CloneSet, key st
 	pod.Labels[wellknown.LabelControllerRevisionHash] = rev
 	pod.Labels[wellknown.LabelPodTemplateHash] = rev[len(cs.Name)+1:]
 	pod.Labels[wellknown.LabelCloneSetInstanceID] = id
-	lifecycle.SetState(pod, lifecycle.Initial(cs.Spec.Lifecycle), c.o.Clock.Now())
+	lifecycle.SetState(pod, lifecycle.Initial(), c.o.Clock.Now())
 	pod.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(cs, v1beta1.SchemeGroupVersion.WithKind("CloneSet"))}
 	for _, t := range []corev1.PodConditionType{wellknown.ReadinessGateKruisePodReady, wellknown.ReadinessGateInPlaceUpdateReady} {
 		gate := corev1.PodReadinessGate{ConditionType: t}
@@ -505,11 +505,16 @@ func (c *Controller) deletePod(ctx context.Context, cs *v1beta1.CloneSet, key st
 }
 
 // writeStatus writes the plan's counts and conditions if they changed.
+// It sets p.requeueAfter sooner if the progress deadline comes first.
 func (c *Controller) writeStatus(ctx context.Context, cs *v1beta1.CloneSet, p *plan, actErr error) error {
 	st := p.status(cs)
-	setCondition(st, v1beta1.CloneSetConditionFailedScale, actErr != nil && p.scaling(), errMessage(actErr), c.o.Clock.Now())
+	now := c.o.Clock.Now()
+	setCondition(st, v1beta1.CloneSetConditionFailedScale, actErr != nil && p.scaling(), errMessage(actErr), now)
 	setCondition(st, v1beta1.CloneSetConditionFailedUpdate, p.updateBlocked != "" || (actErr != nil && !p.scaling()),
-		firstNonEmpty(p.updateBlocked, errMessage(actErr)), c.o.Clock.Now())
+		firstNonEmpty(p.updateBlocked, errMessage(actErr)), now)
+	if d := setProgressing(cs, st, now); d > 0 && (p.requeueAfter == 0 || d < p.requeueAfter) {
+		p.requeueAfter = d
+	}
 	if apiequality.Semantic.DeepEqual(&cs.Status, st) {
 		return nil
 	}

@@ -175,9 +175,10 @@ func newPlan(cs *v1beta1.CloneSet, pods []*corev1.Pod, updateRev, current string
 	case ru.Paused:
 		return p
 	}
-	// Pods a hook holds in PreparingUpdate were picked before: they go on
-	// (their unavailability is already counted), then new picks within
-	// the budget.
+	// Pods a hook holds in PreparingUpdate were picked before: they go on.
+	// An old pod that is unavailable anyway is updated without using the
+	// budget (updating it makes nothing less available); an available one
+	// uses one unit of it.
 	want := p.oldCount - p.partition
 	budget := limits.MaxUnavailable + (active - p.replicas) - int32(len(notAvailable))
 	sortForUpdate(oldPods)
@@ -185,7 +186,7 @@ func newPlan(cs *v1beta1.CloneSet, pods []*corev1.Pod, updateRev, current string
 	for _, pod := range oldPods {
 		switch {
 		case int32(len(picks)) >= want:
-		case preparingUpdate(pod):
+		case preparingUpdate(pod), slices.Contains(notAvailable, pod):
 			picks = append(picks, pod)
 		case budget > 0:
 			picks = append(picks, pod)

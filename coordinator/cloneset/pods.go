@@ -35,8 +35,14 @@ func readySince(p *corev1.Pod) *time.Time {
 	return nil
 }
 
-// podAvailable reports whether the pod has been ready for minReady at now.
+// podAvailable reports whether the pod is in service and has been ready
+// for minReady at now. Only a Normal pod (or one from before the lifecycle
+// label) is in service: one a hook holds, or one being updated in place,
+// is not.
 func podAvailable(p *corev1.Pod, minReady time.Duration, now time.Time) bool {
+	if s := p.Labels[wellknown.LabelLifecycleState]; s != "" && s != string(wellknown.LifecycleStateNormal) {
+		return false
+	}
 	since := readySince(p)
 	return since != nil && (minReady == 0 || !since.Add(minReady).After(now))
 }

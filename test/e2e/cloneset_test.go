@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -689,4 +690,184 @@ func TestCloneSetNoPreDownload(t *testing.T) {
 	list, err := f.Shoal.AppsV1alpha1().ImagePullJobs(f.Namespace).List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	require.Empty(t, list.Items)
+}
+
+// progressing is the CloneSet's Progressing condition without its times,
+// as OpenKruise's tester compares it ("" when it has none).
+func progressing(cs *v1beta1.CloneSet) string {
+	for _, c := range cs.Status.Conditions {
+		if c.Type == v1beta1.CloneSetConditionTypeProgressing {
+			return fmt.Sprintf("%s/%s/%s", c.Status, c.Reason, c.Message)
+		}
+	}
+	return ""
+}
+
+// Progressing conditions of OpenKruise's tester.
+const (
+	condUpdated   = "True/CloneSetUpdated/CloneSet is progressing"
+	condAvailable = "True/CloneSetAvailable/CloneSet is available"
+	condPaused    = "True/CloneSetPaused/CloneSet is paused"
+)
+
+func condExceeded(rev string) string {
+	return "False/ProgressDeadlineExceeded/CloneSet revision " + rev + " has timed out progressing"
+}
+
+// waitProgressing waits for the CloneSet's Progressing condition.
+func waitProgressing(ctx context.Context, t *testing.T, f *framework.Framework, name, want string) *v1beta1.CloneSet {
+	t.Helper()
+	return waitCloneSet(ctx, t, f, name, "Progressing "+want, func(cs *v1beta1.CloneSet) bool { return progressing(cs) == want })
+}
+
+// TestCloneSetCreatingWithMaxInt32ProgressDeadline ports OpenKruise's
+// "CloneSet Creating creates with maxInt32 progressDeadlineSeconds" and
+// "... maxInt32 minReadySeconds and maxInt32 progressDeadlineSeconds":
+// 2147483647 means no deadline, so no Progressing condition; a real
+// deadline brings CloneSetAvailable.
+func TestCloneSetCreatingWithMaxInt32ProgressDeadline(t *testing.T) {
+	t.Parallel()
+	f := newFramework(t)
+	ctx := t.Context()
+	for _, tc := range []struct {
+		name     string
+		minReady int32
+	}{{"pds", 0}, {"pds-minready", math.MaxInt32}} {
+		cs := testCloneSet(f, tc.name, 1)
+		cs.Spec.MinReadySeconds, cs.Spec.ProgressDeadlineSeconds = tc.minReady, ptr.To[int32](math.MaxInt32)
+		_, err := f.Shoal.AppsV1beta1().CloneSets(f.Namespace).Create(ctx, cs, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	for _, name := range []string{"pds", "pds-minready"} {
+		cs := waitCloneSet(ctx, t, f, name, "1 ready", func(cs *v1beta1.CloneSet) bool { return cs.Status.ReadyReplicas == 1 })
+		require.Empty(t, progressing(cs), "no deadline, no condition")
+	}
+	require.Zero(t, waitCloneSet(ctx, t, f, "pds-minready", "1 ready", settled(1, 1)).Status.AvailableReplicas, "not for 68 years")
+
+	updateCloneSet(ctx, t, f, "pds", func(cs *v1beta1.CloneSet) { cs.Spec.ProgressDeadlineSeconds = ptr.To[int32](600) })
+	waitProgressing(ctx, t, f, "pds", condAvailable)
+	updateCloneSet(ctx, t, f, "pds-minready", func(cs *v1beta1.CloneSet) {
+		cs.Spec.MinReadySeconds, cs.Spec.ProgressDeadlineSeconds = 10, nil
+	})
+	cs := waitCloneSet(ctx, t, f, "pds-minready", "1 ready", settled(1, 1))
+	require.Empty(t, progressing(cs))
+}
+
+// TestCloneSetCreatingUnschedulable ports OpenKruise's "CloneSet Creating
+// creates with unschedulable scheduler": the pending pod stays
+// PreparingNormal, the 8 s deadline passes (ProgressDeadlineExceeded);
+// with the default scheduler the pod runs, becomes Normal, and the
+// CloneSet is available.
+func TestCloneSetCreatingUnschedulable(t *testing.T) {
+	t.Parallel()
+	f := newFramework(t)
+	ctx := t.Context()
+	cs := testCloneSet(f, "unsched", 1)
+	cs.Spec.Template.Spec.SchedulerName = "unschedulable"
+	cs.Spec.ProgressDeadlineSeconds = ptr.To[int32](8)
+	_, err := f.Shoal.AppsV1beta1().CloneSets(f.Namespace).Create(ctx, cs, metav1.CreateOptions{})
+	require.NoError(t, err)
+	cs = waitCloneSet(ctx, t, f, "unsched", "1 pod", func(cs *v1beta1.CloneSet) bool { return cs.Status.Replicas == 1 })
+	waitProgressing(ctx, t, f, "unsched", condExceeded(cs.Status.UpdateRevision))
+	pods := cloneSetPods(ctx, t, f, "unsched")
+	require.Len(t, pods, 1)
+	require.Equal(t, corev1.PodPending, pods[0].Status.Phase)
+	require.Equal(t, string(wellknown.LifecycleStatePreparingNormal), pods[0].Labels[wellknown.LabelLifecycleState], "an unscheduled pod is not Normal")
+
+	updateCloneSet(ctx, t, f, "unsched", func(cs *v1beta1.CloneSet) { cs.Spec.Template.Spec.SchedulerName = "" })
+	waitCloneSet(ctx, t, f, "unsched", "1 ready", settled(1, 1))
+	waitProgressing(ctx, t, f, "unsched", condAvailable)
+	pods = cloneSetPods(ctx, t, f, "unsched")
+	require.Len(t, pods, 1)
+	require.Equal(t, string(wellknown.LifecycleStateNormal), pods[0].Labels[wellknown.LabelLifecycleState])
+}
+
+// TestCloneSetCreatingPreNormalFinalizer ports OpenKruise's "CloneSet
+// Creating creates with lifecycle preNormal finalizer": the pod is ready
+// but stays PreparingNormal (not available) until the hook's finalizer is
+// on it, so the 11 s deadline passes; with the finalizer it is Normal and,
+// the finalizer removed again, the CloneSet is available.
+func TestCloneSetCreatingPreNormalFinalizer(t *testing.T) {
+	t.Parallel()
+	f := newFramework(t)
+	ctx := t.Context()
+	const fin = "finalizers.sigs.k8s.io/test"
+	cs := testCloneSet(f, "prenormal", 1)
+	cs.Spec.Lifecycle = &pub.Lifecycle{PreNormal: &pub.LifecycleHook{FinalizersHandler: []string{fin}}}
+	cs.Spec.ProgressDeadlineSeconds = ptr.To[int32](11)
+	_, err := f.Shoal.AppsV1beta1().CloneSets(f.Namespace).Create(ctx, cs, metav1.CreateOptions{})
+	require.NoError(t, err)
+	cs = waitCloneSet(ctx, t, f, "prenormal", "1 ready", func(cs *v1beta1.CloneSet) bool { return cs.Status.ReadyReplicas == 1 })
+	require.Zero(t, cs.Status.AvailableReplicas, "PreparingNormal is not available")
+	waitProgressing(ctx, t, f, "prenormal", condExceeded(cs.Status.UpdateRevision))
+	pod := cloneSetPods(ctx, t, f, "prenormal")[0]
+	require.Equal(t, string(wellknown.LifecycleStatePreparingNormal), pod.Labels[wellknown.LabelLifecycleState], "preNormal not hooked yet")
+
+	patch := []byte(`{"metadata":{"finalizers":["` + fin + `"]}}`)
+	_, err = f.Kube.CoreV1().Pods(f.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	require.NoError(t, err)
+	err = framework.WaitFor(ctx, cloneSetTimeout, func(ctx context.Context) (bool, error) {
+		p, err := f.Kube.CoreV1().Pods(f.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		return err == nil && p.Labels[wellknown.LabelLifecycleState] == string(wellknown.LifecycleStateNormal), err
+	})
+	require.NoError(t, err, "the hooked pod becomes Normal")
+	_, err = f.Kube.CoreV1().Pods(f.Namespace).Patch(ctx, pod.Name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	waitCloneSet(ctx, t, f, "prenormal", "available", func(cs *v1beta1.CloneSet) bool {
+		return cs.Status.AvailableReplicas == 1 && progressing(cs) == condAvailable
+	})
+}
+
+// TestCloneSetScalingPaused ports OpenKruise's "CloneSet Scaling pods
+// should be ready when paused=true": a paused CloneSet still creates its
+// pods, they become ready, and Progressing says CloneSetPaused.
+func TestCloneSetScalingPaused(t *testing.T) {
+	t.Parallel()
+	f := newFramework(t)
+	ctx := t.Context()
+	cs := testCloneSet(f, "paused", 3)
+	cs.Spec.UpdateStrategy.RollingUpdate.Paused = true
+	cs.Spec.MinReadySeconds, cs.Spec.ProgressDeadlineSeconds = 60, ptr.To[int32](600)
+	_, err := f.Shoal.AppsV1beta1().CloneSets(f.Namespace).Create(ctx, cs, metav1.CreateOptions{})
+	require.NoError(t, err)
+	waitProgressing(ctx, t, f, "paused", condPaused)
+	waitCloneSet(ctx, t, f, "paused", "3 ready", func(cs *v1beta1.CloneSet) bool { return cs.Status.ReadyReplicas == 3 })
+}
+
+// TestCloneSetScalingMinReadyAndScaleStrategy ports OpenKruise's "CloneSet
+// Scaling scales with minReadySeconds and scaleStrategy": with
+// scaleStrategy.maxUnavailable 1 and minReadySeconds 10, the 4 pods come
+// one at a time, each created 10 to 12 s after the one before became
+// ready; Progressing goes from CloneSetUpdated to CloneSetAvailable.
+func TestCloneSetScalingMinReadyAndScaleStrategy(t *testing.T) {
+	t.Parallel()
+	f := newFramework(t)
+	ctx := t.Context()
+	const replicas = 4
+	cs := testCloneSet(f, "minready", replicas)
+	cs.Spec.MinReadySeconds, cs.Spec.ProgressDeadlineSeconds = 10, ptr.To[int32](600)
+	cs.Spec.ScaleStrategy.MaxUnavailable = ptr.To(intstr.FromInt32(1))
+	_, err := f.Shoal.AppsV1beta1().CloneSets(f.Namespace).Create(ctx, cs, metav1.CreateOptions{})
+	require.NoError(t, err)
+	waitProgressing(ctx, t, f, "minready", condUpdated)
+	err = framework.WaitFor(ctx, 3*cloneSetTimeout, func(ctx context.Context) (bool, error) {
+		cs, err := f.Shoal.AppsV1beta1().CloneSets(f.Namespace).Get(ctx, "minready", metav1.GetOptions{})
+		return err == nil && cs.Status.AvailableReplicas == replicas && progressing(cs) == condAvailable, err
+	})
+	require.NoError(t, err, "all 4 available")
+
+	pods := cloneSetPods(ctx, t, f, "minready")
+	require.Len(t, pods, replicas)
+	slices.SortFunc(pods, func(a, b corev1.Pod) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
+	for i := 1; i < replicas; i++ {
+		var readyAt time.Time
+		for _, c := range pods[i-1].Status.Conditions {
+			if c.Type == corev1.PodReady {
+				readyAt = c.LastTransitionTime.Time
+			}
+		}
+		gap := pods[i].CreationTimestamp.Sub(readyAt)
+		require.GreaterOrEqual(t, gap, 10*time.Second, "pod %d came %s after pod %d was ready", i, gap, i-1)
+		require.LessOrEqual(t, gap, 12*time.Second, "pod %d came %s after pod %d was ready", i, gap, i-1)
+	}
 }

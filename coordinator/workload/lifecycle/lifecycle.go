@@ -5,7 +5,7 @@
 // before it becomes Normal, before it is deleted, or around an in-place
 // update. Controllers call these pure decisions and write the result.
 //
-//	created ──► PreparingNormal ──(preNormal all hooked)──► Normal
+//	created ──► PreparingNormal ──(scheduled; preNormal all hooked)──► Normal
 //	Normal ──(delete; preDelete hooked)──► PreparingDelete ──(hook released)──► deleted
 //	Normal ──(update; inPlaceUpdate hooked)──► PreparingUpdate ──(hook released)──► Updating
 //	Updating ──(update done)──► Updated ──(inPlaceUpdate all hooked again)──► Normal
@@ -79,13 +79,12 @@ func AllHooked(hook *pub.LifecycleHook, pod *corev1.Pod) bool {
 	return true
 }
 
-// Initial is the state a new pod is created in: PreparingNormal when a
-// preNormal hook must first be all hooked, else Normal.
-func Initial(lc *pub.Lifecycle) wellknown.LifecycleState {
-	if lc != nil && lc.PreNormal != nil {
-		return wellknown.LifecycleStatePreparingNormal
-	}
-	return wellknown.LifecycleStateNormal
+// Initial is the state every new pod is created in, PreparingNormal (as
+// OpenKruise does): it becomes Normal once it is scheduled and the
+// preNormal hook, if any, is all hooked (MayBecomeNormal). Only Normal
+// pods count as available.
+func Initial() wellknown.LifecycleState {
+	return wellknown.LifecycleStatePreparingNormal
 }
 
 // MayBecomeNormal reports whether a PreparingNormal pod moves to Normal:

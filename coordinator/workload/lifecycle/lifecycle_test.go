@@ -39,8 +39,7 @@ func TestHooked(t *testing.T) {
 
 func TestPreNormal(t *testing.T) {
 	lc := &pub.Lifecycle{PreNormal: hook(false)}
-	require.Equal(t, wellknown.LifecycleStatePreparingNormal, Initial(lc))
-	require.Equal(t, wellknown.LifecycleStateNormal, Initial(nil))
+	require.Equal(t, wellknown.LifecycleStatePreparingNormal, Initial(), "with or without a preNormal hook")
 	p := pod(wellknown.LifecycleStatePreparingNormal, map[string]string{"hold": "true"})
 	require.False(t, MayBecomeNormal(lc, p), "only the label: not all hooked")
 	p.Finalizers = []string{"example.io/hold"}
