@@ -230,11 +230,12 @@ func Run(ctx context.Context, o Options) error {
 	hooks.Handle(webhook.SelectorsPath, webhook.ValidateSelectors)
 	// Admission reads the pod live: a container that has just started may
 	// not have its ID in the informer's copy yet.
-	crrAdmission := webhook.NewCRRAdmission(webhook.PodGetterFunc(func(namespace, name string) (*corev1.Pod, error) {
+	livePods := webhook.PodGetterFunc(func(namespace, name string) (*corev1.Pod, error) {
 		ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		defer cancel()
 		return client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
-	})).WithNodes(nodeGetter{kubeInformers.Core().V1().Nodes().Lister()})
+	})
+	crrAdmission := webhook.NewCRRAdmission(livePods).WithNodes(nodeGetter{kubeInformers.Core().V1().Nodes().Lister()})
 	hooks.Handle(webhook.CRRMutatePath, crrAdmission.Mutate)
 	hooks.Handle(webhook.CRRValidatePath, crrAdmission.Validate)
 	hooks.Handle(webhook.ImagePullJobMutatePath, webhook.MutateImagePullJob)
@@ -242,6 +243,7 @@ func Run(ctx context.Context, o Options) error {
 	hooks.Handle(webhook.ImageListPullJobMutatePath, webhook.MutateImageListPullJob)
 	hooks.Handle(webhook.ImageListPullJobValidatePath, webhook.ValidateImageListPullJob)
 	hooks.Handle(webhook.PodMutatePath, webhook.PodReadinessGate(o.KruisePodReadinessGate))
+	hooks.Handle(webhook.CloneSetValidatePath, webhook.NewCloneSetAdmission(livePods).Validate)
 	hooks.HandleConversion(webhook.ConvertPath, conversion.Convert)
 
 	var informersSynced atomic.Bool
