@@ -365,6 +365,11 @@ func (c *Controller) revisionTemplate(cs *v1beta1.CloneSet, name string) (*corev
 func (c *Controller) act(ctx context.Context, cs *v1beta1.CloneSet, p *plan, updateRev *appsv1.ControllerRevision, currentRev string) error {
 	key := cs.Namespace + "/" + cs.Name
 	var errs []error
+	for _, pod := range p.leaving {
+		if !slices.ContainsFunc(p.deletes, func(d deletion) bool { return d.pod == pod }) {
+			errs = append(errs, c.retire(ctx, cs, key, deletion{pod, "its preDelete hook let go"}))
+		}
+	}
 	if len(p.deletes) > 0 {
 		for _, d := range p.deletes {
 			errs = append(errs, c.retire(ctx, cs, key, d))

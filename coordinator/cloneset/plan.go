@@ -10,6 +10,7 @@ import (
 
 	"github.com/shoal-io/shoal/coordinator/workload/rollout"
 	"github.com/shoal-io/shoal/protocol/apis/apps/v1beta1"
+	"github.com/shoal-io/shoal/protocol/apis/wellknown"
 )
 
 // deletion is a pod to delete and why.
@@ -30,6 +31,9 @@ type plan struct {
 
 	deletes              []deletion
 	createOld, createNew int
+	// leaving are the pods in PreparingDelete: deleted when their hook
+	// lets go, whatever else the pass does.
+	leaving []*corev1.Pod
 	// updates are old pods to move to the update revision in place (the
 	// in-place policies); the controller recreates those that cannot be.
 	updates []*corev1.Pod
@@ -92,18 +96,29 @@ func newPlan(cs *v1beta1.CloneSet, pods []*corev1.Pod, updateRev, current string
 			}
 		} else {
 			notAvailable = append(notAvailable, pod)
-			if since := readySince(pod); since != nil {
+			if since := readySince(pod); since != nil && inService(pod) {
 				// Ready, available once minReadySeconds have passed.
-				if d := since.Add(minReady).Sub(now); p.requeueAfter == 0 || d < p.requeueAfter {
+				if d := since.Add(minReady).Sub(now); d > 0 && (p.requeueAfter == 0 || d < p.requeueAfter) {
 					p.requeueAfter = d + 100*time.Millisecond
 				}
 			}
 		}
-		if specifiedDelete(pod, toDelete) {
+		switch {
+		case preparingDelete(pod):
+			// On its way out: looked at every pass, deleted once its
+			// preDelete hook lets go.
+			p.leaving = append(p.leaving, pod)
+		case specifiedDelete(pod, toDelete):
 			specified = append(specified, pod)
 		}
 	}
 	active := int32(len(p.active))
+	exclude := excludePreparingDelete(cs)
+	if exclude {
+		// Pods on their way out do not count, so a scale-up replaces them
+		// at once.
+		active -= int32(len(p.leaving))
+	}
 
 	// 1. The user's specified deletes (their replacements come with the
 	// next scale-up).
@@ -141,14 +156,23 @@ func newPlan(cs *v1beta1.CloneSet, pods []*corev1.Pod, updateRev, current string
 		n := int(active - target)
 		// Old revisions go first while more old pods exist than partition
 		// keeps; then OpenKruise's order.
+		// Pods already leaving are not picked again when they do not count.
+		counted := func(pod *corev1.Pod) bool {
+			return !exclude || !slices.Contains(p.leaving, pod)
+		}
 		candidates := make([]*corev1.Pod, 0, len(p.active))
 		surplusOld := max(p.oldCount-p.partition, 0)
-		old := append([]*corev1.Pod(nil), oldPods...)
+		var old []*corev1.Pod
+		for _, pod := range oldPods {
+			if counted(pod) {
+				old = append(old, pod)
+			}
+		}
 		sortForDeletion(old)
 		candidates = append(candidates, old[:min(int(surplusOld), len(old))]...)
 		rest := make([]*corev1.Pod, 0, len(p.active))
 		for _, pod := range p.active {
-			if !slices.Contains(candidates, pod) {
+			if counted(pod) && !slices.Contains(candidates, pod) {
 				rest = append(rest, pod)
 			}
 		}
@@ -218,4 +242,12 @@ func (p *plan) status(cs *v1beta1.CloneSet) *v1beta1.CloneSetStatus {
 	}
 	st.LabelSelector = selectorString(cs)
 	return st
+}
+
+// excludePreparingDelete reports whether PreparingDelete pods are left out
+// of the replica count: scaleStrategy.excludePreparingDelete, or the
+// v1alpha1 label apps.kruise.io/cloneset-scaling-exclude-preparing-delete
+// "true" on the CloneSet.
+func excludePreparingDelete(cs *v1beta1.CloneSet) bool {
+	return cs.Spec.ScaleStrategy.ExcludePreparingDelete || cs.Labels[wellknown.LabelCloneSetScalingExcludePreparingDelete] == "true"
 }

@@ -303,6 +303,43 @@ func TestPlanScaleInPrefersPreparingDelete(t *testing.T) {
 	require.Equal(t, []string{"held"}, names(p.deletes), "the pod already on its way out goes first")
 }
 
+func TestPlanPreparingDeleteAndScaling(t *testing.T) {
+	held := func() *corev1.Pod {
+		p := pod("held", newRev, time.Hour)
+		p.Labels[wellknown.LabelLifecycleState] = string(wellknown.LifecycleStatePreparingDelete)
+		p.Labels[wellknown.LabelSpecifiedDelete] = "true"
+		return p
+	}
+	exclude := func(cs *v1beta1.CloneSet) { cs.Spec.ScaleStrategy.ExcludePreparingDelete = true }
+	for _, tc := range []struct {
+		name       string
+		cs         *v1beta1.CloneSet
+		wantCreate int
+	}{
+		// OpenKruise's "specific delete a Pod, when
+		// scalingExcludePreparingDelete is disabled": no scale-up while
+		// the specified pod waits in PreparingDelete.
+		{"counted: no replacement while it waits", cloneSet(3, nil), 0},
+		// "... when scalingExcludePreparingDelete is enabled": the waiting
+		// pod does not count, so replicas 3 means a fourth pod.
+		{"excluded: replaced at once", cloneSet(3, exclude), 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ps := []*corev1.Pod{pod("a", newRev, time.Hour), pod("b", newRev, time.Hour), held()}
+			p := newPlan(tc.cs, ps, newRev, newRev, now)
+			require.Equal(t, tc.wantCreate, p.createNew)
+			require.Empty(t, p.deletes, "a specified pod already leaving is not specified again")
+			require.Equal(t, []string{"held"}, podNames(p.leaving), "looked at every pass until its hook lets go")
+			require.EqualValues(t, 3, p.status(tc.cs).Replicas, "status counts it either way")
+		})
+	}
+	t.Run("excluded: scale-in picks another pod", func(t *testing.T) {
+		ps := []*corev1.Pod{pod("a", newRev, time.Hour), pod("b", newRev, time.Minute), held()}
+		p := newPlan(cloneSet(1, exclude), ps, newRev, newRev, now)
+		require.Equal(t, []string{"b"}, names(p.deletes))
+	})
+}
+
 func TestPlanBadPartitionSaysSo(t *testing.T) {
 	cs := cloneSet(4, func(cs *v1beta1.CloneSet) {
 		cs.Spec.UpdateStrategy.RollingUpdate.Partition = ptr.To(intstr.FromString("half"))

@@ -40,7 +40,7 @@ func readySince(p *corev1.Pod) *time.Time {
 // label) is in service: one a hook holds, or one being updated in place,
 // is not.
 func podAvailable(p *corev1.Pod, minReady time.Duration, now time.Time) bool {
-	if s := p.Labels[wellknown.LabelLifecycleState]; s != "" && s != string(wellknown.LifecycleStateNormal) {
+	if !inService(p) {
 		return false
 	}
 	since := readySince(p)
@@ -146,4 +146,11 @@ func preparingUpdate(p *corev1.Pod) bool {
 func sortForUpdate(pods []*corev1.Pod) {
 	sortForDeletion(pods)
 	sort.SliceStable(pods, func(i, j int) bool { return preparingUpdate(pods[i]) && !preparingUpdate(pods[j]) })
+}
+
+// inService reports whether the pod's lifecycle state lets it serve:
+// Normal, or no state (a pod from before the label).
+func inService(p *corev1.Pod) bool {
+	s := p.Labels[wellknown.LabelLifecycleState]
+	return s == "" || s == string(wellknown.LifecycleStateNormal)
 }

@@ -15,10 +15,10 @@ import (
 // setProgressing sets st's Progressing condition as OpenKruise does, for a
 // CloneSet with spec.progressDeadlineSeconds (and removes it without, or
 // with 2147483647, which OpenKruise reads as no deadline):
-// True CloneSetAvailable when every replica is updated and available; True
-// CloneSetPaused while the rollout is paused; True
-// ProgressPartitionAvailable when the pods the partition lets through are
-// updated and available; False ProgressDeadlineExceeded once the rollout
+// True CloneSetAvailable when there are exactly replicas pods, every one
+// updated and available; True CloneSetPaused while the rollout is paused;
+// True ProgressPartitionAvailable when a partition holds pods back and the
+// pods it lets through are updated and available; False ProgressDeadlineExceeded once the rollout
 // has been CloneSetUpdated for longer than the deadline; else True
 // CloneSetUpdated. The condition's times move only when its status or
 // reason does, so the deadline counts from the start of the rollout. It
@@ -34,11 +34,12 @@ func setProgressing(cs *v1beta1.CloneSet, st *v1beta1.CloneSetStatus, now time.T
 	cur := condition(st, v1beta1.CloneSetConditionTypeProgressing)
 	status, reason, message := corev1.ConditionTrue, v1beta1.CloneSetProgressUpdated, "CloneSet is progressing"
 	switch {
-	case st.UpdateRevision == st.CurrentRevision && st.UpdatedAvailableReplicas >= replicas && st.AvailableReplicas >= replicas:
+	case st.UpdateRevision == st.CurrentRevision && st.Replicas == replicas &&
+		st.UpdatedAvailableReplicas >= replicas && st.AvailableReplicas >= replicas:
 		reason, message = v1beta1.CloneSetAvailable, "CloneSet is available"
 	case ru != nil && ru.Paused:
 		reason, message = v1beta1.CloneSetProgressPaused, "CloneSet is paused"
-	case st.UpdatedAvailableReplicas >= st.ExpectedUpdatedReplicas:
+	case st.ExpectedUpdatedReplicas < replicas && st.UpdatedAvailableReplicas >= st.ExpectedUpdatedReplicas:
 		reason, message = v1beta1.CloneSetProgressPartitionAvailable, "CloneSet has been paused due to partition ready"
 	case cur != nil && cur.Reason == string(v1beta1.CloneSetProgressDeadlineExceeded):
 		return 0 // stays exceeded until the rollout gets somewhere

@@ -50,6 +50,9 @@ func TestSetProgressing(t *testing.T) {
 		{"paused", withDeadline(func(cs *v1beta1.CloneSet) { cs.Spec.UpdateStrategy.RollingUpdate.Paused = true }), rolling, nil, t0,
 			corev1.ConditionTrue, v1beta1.CloneSetProgressPaused, 0},
 		{"partition reached", withDeadline(nil), partitioned, updatedSince(t0), t0.Add(time.Hour), corev1.ConditionTrue, v1beta1.CloneSetProgressPartitionAvailable, 0},
+		{"a pod more than replicas (one leaving) is not available yet", withDeadline(nil),
+			func() v1beta1.CloneSetStatus { s := done; s.Replicas = 5; return s }(), updatedSince(t0), t0.Add(10 * time.Second),
+			corev1.ConditionTrue, v1beta1.CloneSetProgressUpdated, 51 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := tc.st

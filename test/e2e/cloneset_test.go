@@ -906,3 +906,79 @@ func TestCloneSetScalingMinReadyAndScaleStrategy(t *testing.T) {
 		require.LessOrEqual(t, gap, 12*time.Second, "pod %d came %s after pod %d was ready", i, gap, i-1)
 	}
 }
+
+// TestCloneSetSpecifiedDeleteWithPreDelete ports OpenKruise's "CloneSet
+// Scaling specific delete a Pod, when scalingExcludePreparingDelete is
+// disabled" and "... specific scale down with lifecycle and then scale
+// up, when scalingExcludePreparingDelete is enabled": a pod specified for
+// deletion waits in PreparingDelete while the preDelete hook's label is on
+// it. Counted, it is not replaced meanwhile; excluded (the v1alpha1 label
+// on the CloneSet), a scale-up back to 3 makes a fourth pod at once. When
+// the label goes, the pod is deleted and 2 of the 3 first pods remain.
+func TestCloneSetSpecifiedDeleteWithPreDelete(t *testing.T) {
+	t.Parallel()
+	f := newFramework(t)
+	ctx := t.Context()
+	for _, exclude := range []bool{false, true} {
+		name := "specified"
+		if exclude {
+			name = "excluded"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			cs := testCloneSet(f, name, 3)
+			if exclude {
+				cs.Labels = map[string]string{wellknown.LabelCloneSetScalingExcludePreparingDelete: "true"}
+			}
+			cs.Spec.Template.Labels["lifecycle-hook"] = "true"
+			cs.Spec.Lifecycle = &pub.Lifecycle{PreDelete: &pub.LifecycleHook{LabelsHandler: map[string]string{"lifecycle-hook": "true"}}}
+			cs.Spec.ProgressDeadlineSeconds = ptr.To[int32](600)
+			_, err := f.Shoal.AppsV1beta1().CloneSets(f.Namespace).Create(ctx, cs, metav1.CreateOptions{})
+			require.NoError(t, err)
+			waitProgressing(ctx, t, f, name, condAvailable)
+			oldPods := cloneSetPods(ctx, t, f, name)
+			require.Len(t, oldPods, 3)
+			victim := oldPods[0].Name
+
+			if exclude {
+				updateCloneSet(ctx, t, f, name, func(cs *v1beta1.CloneSet) {
+					cs.Spec.Replicas = ptr.To[int32](2)
+					cs.Spec.ScaleStrategy.PodsToDelete = []string{victim}
+				})
+			} else {
+				patch := []byte(`{"metadata":{"labels":{"` + wellknown.LabelSpecifiedDelete + `":"true"}}}`)
+				_, err = f.Kube.CoreV1().Pods(f.Namespace).Patch(ctx, victim, types.MergePatchType, patch, metav1.PatchOptions{})
+				require.NoError(t, err)
+			}
+			err = framework.WaitFor(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
+				p, err := f.Kube.CoreV1().Pods(f.Namespace).Get(ctx, victim, metav1.GetOptions{})
+				return err == nil && p.Labels[wellknown.LabelLifecycleState] == string(wellknown.LifecycleStatePreparingDelete), err
+			})
+			require.NoError(t, err, "the specified pod waits in PreparingDelete")
+			cs = waitCloneSet(ctx, t, f, name, "3 pods", func(cs *v1beta1.CloneSet) bool { return cs.Status.Replicas == 3 })
+			require.Equal(t, condUpdated, progressing(cs), "not available while a pod is leaving")
+
+			if exclude {
+				updateCloneSet(ctx, t, f, name, func(cs *v1beta1.CloneSet) { cs.Spec.Replicas = ptr.To[int32](3) })
+				waitCloneSet(ctx, t, f, name, "4 pods: the leaving one does not count", func(cs *v1beta1.CloneSet) bool { return cs.Status.Replicas == 4 })
+			} else {
+				require.Len(t, cloneSetPods(ctx, t, f, name), 3, "not replaced while it waits")
+			}
+
+			patch := []byte(`{"metadata":{"labels":{"lifecycle-hook":null}}}`)
+			_, err = f.Kube.CoreV1().Pods(f.Namespace).Patch(ctx, victim, types.MergePatchType, patch, metav1.PatchOptions{})
+			require.NoError(t, err)
+			waitCloneSet(ctx, t, f, name, "3 pods, available", func(cs *v1beta1.CloneSet) bool {
+				return cs.Status.Replicas == 3 && cs.Status.AvailableReplicas == 3 && progressing(cs) == condAvailable
+			})
+			kept := 0
+			for _, p := range cloneSetPods(ctx, t, f, name) {
+				require.NotEqual(t, victim, p.Name)
+				if slices.ContainsFunc(oldPods, func(o corev1.Pod) bool { return o.UID == p.UID }) {
+					kept++
+				}
+			}
+			require.Equal(t, 2, kept, "two of the first pods remain")
+		})
+	}
+}
