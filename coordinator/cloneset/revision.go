@@ -16,6 +16,10 @@ import (
 	"github.com/shoal-io/shoal/protocol/apis/wellknown"
 )
 
+// annotationChangeCause is the annotation (set by users or by kubectl's
+// --record) that says why the template changed; a new revision keeps it.
+const annotationChangeCause = "kubernetes.io/change-cause"
+
 // revisionData is what a CloneSet's ControllerRevision stores: the pod
 // template, under spec.template as OpenKruise stores it.
 type revisionData struct {
@@ -52,9 +56,14 @@ func newRevision(cs *v1beta1.CloneSet, hash string, number int64) (*appsv1.Contr
 	for k, v := range cs.Spec.Selector.MatchLabels {
 		labels[k] = v
 	}
+	var annotations map[string]string
+	if cause, ok := cs.Annotations[annotationChangeCause]; ok {
+		// kubectl kruise rollout history shows it.
+		annotations = map[string]string{annotationChangeCause: cause}
+	}
 	return &appsv1.ControllerRevision{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: cs.Name + "-" + hash, Namespace: cs.Namespace, Labels: labels,
+			Name: cs.Name + "-" + hash, Namespace: cs.Namespace, Labels: labels, Annotations: annotations,
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(cs, v1beta1.SchemeGroupVersion.WithKind("CloneSet"))},
 		},
 		Data:     runtime.RawExtension{Raw: raw},
