@@ -49,6 +49,7 @@ import (
 	"github.com/shoal-io/shoal/coordinator/statuswriter"
 	"github.com/shoal-io/shoal/coordinator/testwork"
 	"github.com/shoal-io/shoal/coordinator/webhook"
+	"github.com/shoal-io/shoal/internal/apimetrics"
 	"github.com/shoal-io/shoal/internal/httpserve"
 	"github.com/shoal-io/shoal/protocol/apis/apps/conversion"
 	shoalclient "github.com/shoal-io/shoal/protocol/client/clientset/versioned"
@@ -103,6 +104,12 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	reg := prometheus.NewRegistry()
+	apiRequests, err := apimetrics.New("shoal_coordinator", reg)
+	if err != nil {
+		return fmt.Errorf("register API request metrics: %w", err)
+	}
+	apiRequests.Instrument(cfg)
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
@@ -112,7 +119,6 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("shoal client: %w", err)
 	}
 
-	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	// A restarted container keeps its pod's labels: drop a stale leader

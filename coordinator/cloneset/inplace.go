@@ -146,7 +146,9 @@ func (c *Controller) updateInPlace(ctx context.Context, cs *v1beta1.CloneSet, ke
 	prepare := func(p *corev1.Pod) {
 		p.Labels[wellknown.LabelControllerRevisionHash] = rev
 		p.Labels[wellknown.LabelPodTemplateHash] = rev[len(cs.Name)+1:]
-		lifecycle.SetState(p, step.State, c.o.Clock.Now())
+		if step.State != "" {
+			lifecycle.SetState(p, step.State, c.o.Clock.Now())
+		}
 	}
 	c.expect.Expect(key, expectations.Update, pod.Name)
 	if err := c.update.Start(ctx, cur, spec, prepare, grace); err != nil {

@@ -8,6 +8,7 @@
 //	created ──► PreparingNormal ──(scheduled; preNormal all hooked)──► Normal
 //	Normal ──(delete; preDelete hooked)──► PreparingDelete ──(hook released)──► deleted
 //	Normal ──(update; inPlaceUpdate hooked)──► PreparingUpdate ──(hook released)──► Updating
+//	Normal ──(update; no inPlaceUpdate hook)──► Normal
 //	Updating ──(update done)──► Updated ──(inPlaceUpdate all hooked again)──► Normal
 package lifecycle
 
@@ -130,6 +131,8 @@ func BeforeDelete(lc *pub.Lifecycle, pod *corev1.Pod) Step {
 // BeforeInPlaceUpdate decides for a pod the workload wants to update in
 // place: a pod the inPlaceUpdate hook holds goes to PreparingUpdate and
 // waits until the hook lets go; then (or at once) it goes to Updating.
+// Without an inPlaceUpdate hook nobody waits on those states, and the pod
+// stays Normal (one write less per updated pod).
 func BeforeInPlaceUpdate(lc *pub.Lifecycle, pod *corev1.Pod) Step {
 	var hook *pub.LifecycleHook
 	if lc != nil {
@@ -137,6 +140,8 @@ func BeforeInPlaceUpdate(lc *pub.Lifecycle, pod *corev1.Pod) Step {
 	}
 	mark := hook != nil && hook.MarkPodNotReady
 	switch {
+	case hook == nil && State(pod) != wellknown.LifecycleStatePreparingUpdate:
+		return Step{Proceed: true}
 	case State(pod) == wellknown.LifecycleStatePreparingUpdate && Hooked(hook, pod):
 		return Step{MarkNotReady: mark}
 	case State(pod) != wellknown.LifecycleStatePreparingUpdate && Hooked(hook, pod):

@@ -78,7 +78,7 @@ func TestInPlaceUpdateHooks(t *testing.T) {
 	require.Equal(t, Step{}, BeforeInPlaceUpdate(lc, p), "waits while hooked")
 	p = pod(wellknown.LifecycleStatePreparingUpdate, nil)
 	require.Equal(t, Step{State: wellknown.LifecycleStateUpdating, Proceed: true}, BeforeInPlaceUpdate(lc, p))
-	require.Equal(t, Step{State: wellknown.LifecycleStateUpdating, Proceed: true}, BeforeInPlaceUpdate(nil, pod(wellknown.LifecycleStateNormal, nil)))
+	require.Equal(t, Step{Proceed: true}, BeforeInPlaceUpdate(nil, pod(wellknown.LifecycleStateNormal, nil)), "no hook: the pod stays Normal")
 
 	require.Equal(t, wellknown.LifecycleStateUpdated, AfterInPlaceUpdate(lc, pod(wellknown.LifecycleStateUpdating, nil)))
 	require.Equal(t, wellknown.LifecycleStateNormal, AfterInPlaceUpdate(lc, pod(wellknown.LifecycleStateUpdated, held, "example.io/hold")))
