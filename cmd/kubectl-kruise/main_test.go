@@ -113,9 +113,9 @@ func TestRun(t *testing.T) {
 		},
 		{
 			name:       "unknown command",
-			args:       []string{"scaledown"},
+			args:       []string{"expose"},
 			wantCode:   exitUsage,
-			wantStderr: []string{`unknown command "scaledown" for "kubectl kruise"`, "Run 'kubectl kruise --help' for usage."},
+			wantStderr: []string{`unknown command "expose" for "kubectl kruise"`, "Run 'kubectl kruise --help' for usage."},
 		},
 		{
 			name:       "unknown command close to one",

@@ -177,3 +177,53 @@ func TestRolloutHistoryAndUndo(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "nginx:1.24", got.Spec.Template.Spec.Containers[0].Image)
 }
+
+func TestSetImageEnvAndScaleDown(t *testing.T) {
+	cs := rolloutCloneSet(v1beta1.CloneSetStatus{})
+	cs.Spec.Template.Spec.Containers = append(cs.Spec.Template.Spec.Containers, corev1.Container{Name: "sidecar", Image: "busybox:1"})
+	f := newFakeCluster(cs)
+	get := func() *v1beta1.CloneSet {
+		got, err := f.shoal.AppsV1beta1().CloneSets("ns").Get(context.Background(), "web", metav1.GetOptions{})
+		require.NoError(t, err)
+		return got
+	}
+	code, stdout, stderr := f.run(t, "set", "image", "cloneset/web", "app=nginx:1.27")
+	require.Equal(t, exitOK, code, stderr)
+	require.Equal(t, "cloneset.apps.kruise.io/web image updated\n", stdout)
+	require.Equal(t, "nginx:1.27", get().Spec.Template.Spec.Containers[0].Image)
+	require.Equal(t, "busybox:1", get().Spec.Template.Spec.Containers[1].Image, "other containers keep theirs")
+	code, _, stderr = f.run(t, "set", "image", "cloneset/web", "nope=x:1")
+	require.Equal(t, exitError, code)
+	require.Contains(t, stderr, `has no container "nope" (it has app, sidecar)`)
+	code, _, stderr = f.run(t, "set", "image", "cloneset/web", "app")
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, stderr, "use CONTAINER=IMAGE")
+
+	code, _, stderr = f.run(t, "set", "env", "cloneset/web", "-c", "app", "LOG=debug", "MODE=a")
+	require.Equal(t, exitOK, code, stderr)
+	require.Equal(t, []corev1.EnvVar{{Name: "LOG", Value: "debug"}, {Name: "MODE", Value: "a"}}, get().Spec.Template.Spec.Containers[0].Env)
+	require.Empty(t, get().Spec.Template.Spec.Containers[1].Env)
+	code, _, stderr = f.run(t, "set", "env", "cloneset/web", "-c", "app", "LOG-", "MODE=b")
+	require.Equal(t, exitOK, code, stderr)
+	require.Equal(t, []corev1.EnvVar{{Name: "MODE", Value: "b"}}, get().Spec.Template.Spec.Containers[0].Env)
+
+	for _, name := range []string{"web-a", "web-b"} {
+		_, err := f.kube.CoreV1().Pods("ns").Create(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps.kruise.io/v1beta1", Kind: "CloneSet", Name: "web", UID: "cs-uid", Controller: ptr.To(true)}}}},
+			metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	_, err := f.kube.CoreV1().Pods("ns").Create(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "stranger"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	code, _, stderr = f.run(t, "scaledown", "cloneset/web", "--pods", "stranger")
+	require.Equal(t, exitError, code)
+	require.Contains(t, stderr, `pod "stranger" is not a pod of cloneset "web"`)
+	code, stdout, stderr = f.run(t, "scaledown", "cloneset/web", "--pods", "web-a,web-b")
+	require.Equal(t, exitOK, code, stderr)
+	require.Equal(t, "cloneset.apps.kruise.io/web scaled down to 1 replicas\n", stdout)
+	require.EqualValues(t, 1, *get().Spec.Replicas)
+	require.Equal(t, []string{"web-a", "web-b"}, get().Spec.ScaleStrategy.PodsToDelete)
+	code, _, stderr = f.run(t, "scaledown", "cloneset/web")
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, stderr, "--pods: name at least one pod")
+}

@@ -56,7 +56,8 @@ func newRootCommandEnv(stdout, stderr io.Writer, e env) *cobra.Command {
 	pf.StringVar(&g.context, "context", "", "the kubeconfig context to use")
 	pf.DurationVar(&g.requestTimeout, "request-timeout", 10*time.Second, "how long to wait for the server")
 
-	root.AddCommand(newVersionCommand(&g), newCreateCommand(&g), newGetCommand(&g), newRolloutCommand(&g))
+	root.AddCommand(newVersionCommand(&g), newCreateCommand(&g), newGetCommand(&g), newRolloutCommand(&g),
+		newSetCommand(&g), newScaleDownCommand(&g), newMigrateCommand(&g))
 	return root
 }
 

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/shoal-io/shoal/protocol/apis/apps/v1beta1"
+)
+
+// newSetCommand returns `kubectl kruise set`.
+func newSetCommand(g *globalOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "set",
+		Short: "Change a CloneSet's pod template: images or env",
+		Args:  cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return cmd.Help()
+			}
+			return unknownCommand(cmd, args[0])
+		},
+	}
+	cmd.AddCommand(newSetImageCommand(g), newSetEnvCommand(g))
+	return cmd
+}
+
+// templatePatch is the merge patch of a changed pod template's containers
+// (the whole list: a merge patch replaces lists).
+func templatePatch(containers []corev1.Container) any {
+	return map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{"containers": containers}}}}
+}
+
+// setTemplate reads the CloneSet, lets change edit its containers, and
+// patches the result.
+func setTemplate(cmd *cobra.Command, g *globalOptions, o *rolloutOptions, name, done string, change func(*v1beta1.CloneSet, []corev1.Container) error) error {
+	if err := checkMutatingFlags(o); err != nil {
+		return err
+	}
+	shoal, _, ns, err := clientsFor(g, o)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), g.requestTimeout)
+	defer cancel()
+	cs, err := shoal.AppsV1beta1().CloneSets(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("get cloneset %s/%s: %w", ns, name, err)
+	}
+	containers := slices.Clone(cs.Spec.Template.Spec.Containers)
+	for i := range containers {
+		containers[i] = *containers[i].DeepCopy()
+	}
+	if err := change(cs, containers); err != nil {
+		return err
+	}
+	return applyPatch(ctx, cmd.OutOrStdout(), shoal, *o, cs, templatePatch(containers), done)
+}
+
+// newSetImageCommand returns `kubectl kruise set image`.
+func newSetImageCommand(g *globalOptions) *cobra.Command {
+	var o rolloutOptions
+	cmd := &cobra.Command{
+		Use:     "image cloneset/NAME CONTAINER=IMAGE [CONTAINER=IMAGE...]",
+		Short:   "Set container images of a CloneSet's pod template (* sets every container)",
+		Example: "  kubectl kruise set image cloneset/web app=nginx:1.26\n  kubectl kruise set image cloneset/web '*=registry.example.com/app:v2' --dry-run=server",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) < 2 {
+				return usageError{fmt.Errorf("%q takes cloneset/NAME and at least one CONTAINER=IMAGE", cmd.CommandPath())}
+			}
+			name, err := parseWorkload(cmd, args[:1])
+			if err != nil {
+				return err
+			}
+			images := map[string]string{}
+			for _, a := range args[1:] {
+				c, img, ok := strings.Cut(a, "=")
+				if !ok || c == "" || img == "" {
+					return usageError{fmt.Errorf("%q: use CONTAINER=IMAGE", a)}
+				}
+				images[c] = img
+			}
+			return setTemplate(cmd, g, &o, name, "image updated", func(cs *v1beta1.CloneSet, containers []corev1.Container) error {
+				for c := range images {
+					if c != "*" && !slices.ContainsFunc(containers, func(k corev1.Container) bool { return k.Name == c }) {
+						return fmt.Errorf("cloneset %q has no container %q (it has %s)", cs.Name, c, containerNames(containers))
+					}
+				}
+				for i := range containers {
+					if img, ok := images[containers[i].Name]; ok {
+						containers[i].Image = img
+					} else if img, ok := images["*"]; ok {
+						containers[i].Image = img
+					}
+				}
+				return nil
+			})
+		},
+	}
+	addRolloutFlags(cmd, &o, true)
+	return cmd
+}
+
+// newSetEnvCommand returns `kubectl kruise set env`.
+func newSetEnvCommand(g *globalOptions) *cobra.Command {
+	var o rolloutOptions
+	var container string
+	cmd := &cobra.Command{
+		Use:   "env cloneset/NAME KEY=VALUE|KEY- [...]",
+		Short: "Set (KEY=VALUE) or remove (KEY-) env variables of a CloneSet's containers",
+		Long: "Set or remove env variables in the CloneSet's pod template, in every container or\n" +
+			"the one named with -c. An env change is not an in-place change: pods are\n" +
+			"recreated (podUpdatePolicy ReCreate or InPlaceIfPossible), and an InPlaceOnly\n" +
+			"CloneSet refuses it.",
+		Example: "  kubectl kruise set env cloneset/web LOG_LEVEL=debug\n  kubectl kruise set env cloneset/web -c app LOG_LEVEL-",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) < 2 {
+				return usageError{fmt.Errorf("%q takes cloneset/NAME and at least one KEY=VALUE or KEY-", cmd.CommandPath())}
+			}
+			name, err := parseWorkload(cmd, args[:1])
+			if err != nil {
+				return err
+			}
+			return setTemplate(cmd, g, &o, name, "env updated", func(cs *v1beta1.CloneSet, containers []corev1.Container) error {
+				if container != "" && !slices.ContainsFunc(containers, func(k corev1.Container) bool { return k.Name == container }) {
+					return fmt.Errorf("cloneset %q has no container %q (it has %s)", cs.Name, container, containerNames(containers))
+				}
+				for i := range containers {
+					if container != "" && containers[i].Name != container {
+						continue
+					}
+					for _, a := range args[1:] {
+						if key, ok := strings.CutSuffix(a, "-"); ok && !strings.Contains(a, "=") {
+							containers[i].Env = slices.DeleteFunc(containers[i].Env, func(e corev1.EnvVar) bool { return e.Name == key })
+							continue
+						}
+						key, value, ok := strings.Cut(a, "=")
+						if !ok || key == "" {
+							return usageError{fmt.Errorf("%q: use KEY=VALUE to set or KEY- to remove", a)}
+						}
+						if j := slices.IndexFunc(containers[i].Env, func(e corev1.EnvVar) bool { return e.Name == key }); j >= 0 {
+							containers[i].Env[j] = corev1.EnvVar{Name: key, Value: value}
+						} else {
+							containers[i].Env = append(containers[i].Env, corev1.EnvVar{Name: key, Value: value})
+						}
+					}
+				}
+				return nil
+			})
+		},
+	}
+	addRolloutFlags(cmd, &o, true)
+	cmd.Flags().StringVarP(&container, "container", "c", "", "only this container (default: every container)")
+	return cmd
+}
+
+func containerNames(cs []corev1.Container) string {
+	var names []string
+	for _, c := range cs {
+		names = append(names, c.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+// newScaleDownCommand returns `kubectl kruise scaledown`.
+func newScaleDownCommand(g *globalOptions) *cobra.Command {
+	var o rolloutOptions
+	var pods []string
+	cmd := &cobra.Command{
+		Use:   "scaledown cloneset/NAME --pods POD[,POD...]",
+		Short: "Scale a CloneSet down by deleting the pods you name",
+		Long: "Lower the CloneSet's replicas by the number of pods named and list them in\n" +
+			"scaleStrategy.podsToDelete, so exactly those pods go (through their preDelete\n" +
+			"hook, if any).",
+		Example: "  kubectl kruise scaledown cloneset/web --pods web-abcde,web-fghij",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name, err := parseWorkload(cmd, args)
+			if err != nil {
+				return err
+			}
+			if len(pods) == 0 {
+				return usageError{fmt.Errorf("--pods: name at least one pod of cloneset %q", name)}
+			}
+			if err := checkMutatingFlags(&o); err != nil {
+				return err
+			}
+			shoal, kube, ns, err := clientsFor(g, &o)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), g.requestTimeout)
+			defer cancel()
+			cs, err := shoal.AppsV1beta1().CloneSets(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return fmt.Errorf("get cloneset %s/%s: %w", ns, name, err)
+			}
+			toDelete := slices.Clone(cs.Spec.ScaleStrategy.PodsToDelete)
+			for _, p := range pods {
+				pod, err := kube.CoreV1().Pods(ns).Get(ctx, p, metav1.GetOptions{})
+				if err != nil {
+					return fmt.Errorf("pod %s/%s: %w", ns, p, err)
+				}
+				if ref := metav1.GetControllerOf(pod); ref == nil || ref.UID != cs.UID {
+					return fmt.Errorf("pod %q is not a pod of cloneset %q", p, name)
+				}
+				if slices.Contains(toDelete, p) {
+					return fmt.Errorf("pod %q is already in cloneset %q's podsToDelete", p, name)
+				}
+				toDelete = append(toDelete, p)
+			}
+			replicas := ptr.Deref(cs.Spec.Replicas, 1) - int32(len(pods))
+			if replicas < 0 {
+				return fmt.Errorf("cloneset %q has %d replicas: cannot scale down by %d", name, ptr.Deref(cs.Spec.Replicas, 1), len(pods))
+			}
+			patch := map[string]any{"spec": map[string]any{
+				"replicas":      replicas,
+				"scaleStrategy": map[string]any{"podsToDelete": toDelete},
+			}}
+			return applyPatch(ctx, cmd.OutOrStdout(), shoal, o, cs, patch, fmt.Sprintf("scaled down to %d replicas", replicas))
+		},
+	}
+	addRolloutFlags(cmd, &o, true)
+	cmd.Flags().StringSliceVar(&pods, "pods", nil, "the pods to delete (required)")
+	return cmd
+}
