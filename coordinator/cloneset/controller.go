@@ -32,6 +32,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -88,6 +89,9 @@ type Controller struct {
 	pods   cache.Indexer
 	revs   cache.Indexer
 	jobs   cache.Indexer // nil without Options.Jobs
+	// statusWritten holds when each CloneSet's status was last written
+	// (namespace/name -> time.Time).
+	statusWritten sync.Map
 }
 
 // maxCreatesPerSync bounds the pods one sync creates (a burst bound; the
@@ -216,6 +220,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	}
 	if !exists {
 		c.expect.Forget(key)
+		c.statusWritten.Delete(key)
 		return 0, nil
 	}
 	cs := obj.(*v1beta1.CloneSet)
@@ -523,13 +528,46 @@ func (c *Controller) writeStatus(ctx context.Context, cs *v1beta1.CloneSet, p *p
 	if apiequality.Semantic.DeepEqual(&cs.Status, st) {
 		return nil
 	}
+	key := cs.Namespace + "/" + cs.Name
+	if wait := c.statusWait(key, &cs.Status, st, now); wait > 0 {
+		// Only counts moved, and the last write was a moment ago: the
+		// next one carries them (a rollout of many pods changes the
+		// counts at every pod event).
+		if p.requeueAfter == 0 || wait < p.requeueAfter {
+			p.requeueAfter = wait
+		}
+		return nil
+	}
 	next := cs.DeepCopy()
 	next.Status = *st
 	_, err := c.o.Shoal.AppsV1beta1().CloneSets(cs.Namespace).UpdateStatus(ctx, next, metav1.UpdateOptions{})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil // a newer copy comes through the informer
 	}
+	if err == nil {
+		c.statusWritten.Store(key, now)
+	}
 	return err
+}
+
+// statusCountsInterval is the shortest time between two status writes of
+// one CloneSet that change only counts.
+const statusCountsInterval = time.Second
+
+// statusWait is how long to hold a status write back: 0 unless only the
+// counts changed and the last write of key was less than
+// statusCountsInterval ago.
+func (c *Controller) statusWait(key string, old, next *v1beta1.CloneSetStatus, now time.Time) time.Duration {
+	if old.ObservedGeneration != next.ObservedGeneration || old.UpdateRevision != next.UpdateRevision ||
+		old.CurrentRevision != next.CurrentRevision || old.LabelSelector != next.LabelSelector ||
+		!apiequality.Semantic.DeepEqual(old.Conditions, next.Conditions) {
+		return 0
+	}
+	last, ok := c.statusWritten.Load(key)
+	if !ok {
+		return 0
+	}
+	return max(last.(time.Time).Add(statusCountsInterval).Sub(now), 0)
 }
 
 func errMessage(err error) string {

@@ -955,8 +955,9 @@ func TestCloneSetSpecifiedDeleteWithPreDelete(t *testing.T) {
 				return err == nil && p.Labels[wellknown.LabelLifecycleState] == string(wellknown.LifecycleStatePreparingDelete), err
 			})
 			require.NoError(t, err, "the specified pod waits in PreparingDelete")
-			cs = waitCloneSet(ctx, t, f, name, "3 pods", func(cs *v1beta1.CloneSet) bool { return cs.Status.Replicas == 3 })
-			require.Equal(t, condUpdated, progressing(cs), "not available while a pod is leaving")
+			waitCloneSet(ctx, t, f, name, "3 pods, not available while one is leaving", func(cs *v1beta1.CloneSet) bool {
+				return cs.Status.Replicas == 3 && progressing(cs) == condUpdated
+			})
 
 			if exclude {
 				updateCloneSet(ctx, t, f, name, func(cs *v1beta1.CloneSet) { cs.Spec.Replicas = ptr.To[int32](3) })
@@ -981,4 +982,54 @@ func TestCloneSetSpecifiedDeleteWithPreDelete(t *testing.T) {
 			require.Equal(t, 2, kept, "two of the first pods remain")
 		})
 	}
+}
+
+// TestCloneSetPartitionAndOnDelete ports OpenKruise's "CloneSet Updating
+// CloneSet partition="99%", replicas=4, make sure one pod is upgraded" (the
+// v1.2 rounding: at least one pod below 100%) and "CloneSet updateStrategy
+// type=OnDelete" (a template change moves no pod until the user deletes
+// it; the replacement has the new revision).
+func TestCloneSetPartitionAndOnDelete(t *testing.T) {
+	t.Parallel()
+	f := newFramework(t)
+	ctx := t.Context()
+	t.Run("partition 99% of 4", func(t *testing.T) {
+		t.Parallel()
+		cs := testCloneSet(f, "p99", 4)
+		cs.Spec.UpdateStrategy.RollingUpdate.Partition = ptr.To(intstr.FromString("99%"))
+		_, err := f.Shoal.AppsV1beta1().CloneSets(f.Namespace).Create(ctx, cs, metav1.CreateOptions{})
+		require.NoError(t, err)
+		cs = waitCloneSet(ctx, t, f, "p99", "4 ready", settled(4, 4))
+		require.EqualValues(t, 1, cs.Status.ExpectedUpdatedReplicas, "99% of 4 keeps 3, not 4: at least one pod is updated")
+		updateCloneSet(ctx, t, f, "p99", func(cs *v1beta1.CloneSet) { cs.Spec.Template.Spec.Containers[0].Image = f.Image("testserver:v2") })
+		cs = waitCloneSet(ctx, t, f, "p99", "exactly one pod updated", settled(4, 1))
+		require.EqualValues(t, 1, cs.Status.ExpectedUpdatedReplicas)
+		require.NotEqual(t, cs.Status.UpdateRevision, cs.Status.CurrentRevision)
+	})
+	t.Run("OnDelete", func(t *testing.T) {
+		t.Parallel()
+		cs := testCloneSet(f, "ondelete", 2)
+		cs.Spec.UpdateStrategy = v1beta1.CloneSetUpdateStrategy{Type: v1beta1.OnDeleteCloneSetUpdateStrategyType}
+		_, err := f.Shoal.AppsV1beta1().CloneSets(f.Namespace).Create(ctx, cs, metav1.CreateOptions{})
+		require.NoError(t, err)
+		waitCloneSet(ctx, t, f, "ondelete", "2 ready", settled(2, 2))
+		before := cloneSetPods(ctx, t, f, "ondelete")
+		updateCloneSet(ctx, t, f, "ondelete", func(cs *v1beta1.CloneSet) { cs.Spec.Template.Spec.Containers[0].Image = f.Image("testserver:v2") })
+		cs = waitCloneSet(ctx, t, f, "ondelete", "the new revision observed", func(cs *v1beta1.CloneSet) bool {
+			return cs.Status.UpdateRevision != cs.Status.CurrentRevision
+		})
+		require.Zero(t, cs.Status.UpdatedReplicas, "OnDelete: no pod moves by itself")
+		require.Len(t, cloneSetPods(ctx, t, f, "ondelete"), 2)
+
+		require.NoError(t, f.Kube.CoreV1().Pods(f.Namespace).Delete(ctx, before[0].Name, metav1.DeleteOptions{}))
+		cs = waitCloneSet(ctx, t, f, "ondelete", "the deleted pod replaced at the new revision", settled(2, 1))
+		for _, p := range cloneSetPods(ctx, t, f, "ondelete") {
+			if p.UID == before[1].UID {
+				require.Equal(t, cs.Status.CurrentRevision, p.Labels[wellknown.LabelControllerRevisionHash], "the pod left alone keeps its revision")
+			} else {
+				require.Equal(t, cs.Status.UpdateRevision, p.Labels[wellknown.LabelControllerRevisionHash])
+				require.Equal(t, f.Image("testserver:v2"), p.Spec.Containers[0].Image)
+			}
+		}
+	})
 }

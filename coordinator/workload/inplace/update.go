@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
@@ -89,7 +90,7 @@ func (u *Updater) Start(ctx context.Context, pod *corev1.Pod, s *Spec, prepare f
 	msg := fmt.Sprintf("in-place update to revision %s", s.Revision)
 	if podstatus.SetCondition(p, wellknown.ConditionInPlaceUpdateReady, corev1.ConditionFalse, ReasonStartInPlaceUpdate, msg, now.Time) {
 		var err error
-		if p, err = u.Client.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+		if p, err = u.patchCondition(ctx, p); err != nil {
 			return fmt.Errorf("set %s False on pod %s: %w", wellknown.ConditionInPlaceUpdateReady, pod.Name, err)
 		}
 		p = p.DeepCopy()
@@ -222,13 +223,29 @@ func (u *Updater) Refresh(ctx context.Context, pod *corev1.Pod) (Progress, error
 	}
 	p := pod.DeepCopy()
 	podstatus.SetCondition(p, wellknown.ConditionInPlaceUpdateReady, corev1.ConditionTrue, "", "", now.Time)
-	if _, err := u.Client.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+	if _, err := u.patchCondition(ctx, p); err != nil {
 		if apierrors.IsNotFound(err) {
 			return Progress{Done: true}, nil
 		}
 		return Progress{}, fmt.Errorf("set %s True on pod %s: %w", wellknown.ConditionInPlaceUpdateReady, pod.Name, err)
 	}
 	return Progress{Done: true}, nil
+}
+
+// patchCondition writes p's InPlaceUpdateReady condition with a strategic
+// merge patch of the status (conditions merge by type), so that a status
+// the kubelet wrote meanwhile does not make it fail with a conflict; the
+// UID precondition keeps it off a pod recreated under the same name.
+func (u *Updater) patchCondition(ctx context.Context, p *corev1.Pod) (*corev1.Pod, error) {
+	c := podstatus.Condition(p, wellknown.ConditionInPlaceUpdateReady)
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"uid": p.UID},
+		"status":   map[string]any{"conditions": []corev1.PodCondition{*c}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return u.Client.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
 }
 
 // envOnly lists the containers of st's batch that only an env change
