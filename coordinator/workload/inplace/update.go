@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -39,7 +40,16 @@ type Updater struct {
 	// and a container counts as done when it has started since the
 	// update.
 	Restart func(ctx context.Context, pod *corev1.Pod, st *pub.InPlaceUpdateState, containers []string) (bool, error)
+
+	// finished remembers the pod copies (UID and resourceVersion) whose
+	// update Refresh marked done, until the informer shows the write: a
+	// sync on the older copy then writes nothing again. Values are when.
+	finished sync.Map
 }
+
+// finishedTTL bounds how long a finished mark is kept (the informer shows
+// the write long before).
+const finishedTTL = time.Minute
 
 // EnvRestartDelay is how long after an update of env-read metadata the
 // Updater waits before it asks for the restart: the kubelet builds the new
@@ -175,6 +185,10 @@ func (u *Updater) Refresh(ctx context.Context, pod *corev1.Pod) (Progress, error
 	if !InProgress(pod) {
 		return Progress{Done: true}, nil
 	}
+	mark := string(pod.UID) + "/" + pod.ResourceVersion
+	if _, ok := u.finished.Load(mark); ok {
+		return Progress{Waiting: "the informer to show the finished update"}, nil
+	}
 	st, ok, err := ReadState(pod)
 	if err != nil {
 		return Progress{}, err
@@ -229,6 +243,13 @@ func (u *Updater) Refresh(ctx context.Context, pod *corev1.Pod) (Progress, error
 		}
 		return Progress{}, fmt.Errorf("set %s True on pod %s: %w", wellknown.ConditionInPlaceUpdateReady, pod.Name, err)
 	}
+	u.finished.Range(func(k, v any) bool {
+		if now.Sub(v.(time.Time)) > finishedTTL {
+			u.finished.Delete(k)
+		}
+		return true
+	})
+	u.finished.Store(mark, now.Time)
 	return Progress{Done: true}, nil
 }
 

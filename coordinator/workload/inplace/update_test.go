@@ -119,9 +119,18 @@ func TestUpdaterImageUpdate(t *testing.T) {
 
 	kubeletRestarts(pod, "nginx", h.clock.Now())
 	h.put(pod)
-	require.True(t, h.refresh().Done)
+	stale := h.get()
+	p, err = h.u.Refresh(t.Context(), stale)
+	require.NoError(t, err)
+	require.True(t, p.Done)
 	require.Equal(t, corev1.ConditionTrue, readyCondition(h.get()))
 	require.True(t, h.refresh().Done, "refreshing a finished update changes nothing")
+
+	writes := len(h.client.Actions())
+	p, err = h.u.Refresh(t.Context(), stale)
+	require.NoError(t, err)
+	require.False(t, p.Done, "a sync on the copy before the write (the informer lags) waits")
+	require.Len(t, h.client.Actions(), writes, "and writes nothing again")
 }
 
 func TestUpdaterGracePeriod(t *testing.T) {
