@@ -224,6 +224,7 @@ func (c *containerProgress) retarget(cur *cri.Container, count int32) {
 // res, aborted and finished are written before done is closed.
 type killJob struct {
 	item     string // the item that started it
+	id       string // the CRI id of the container it stops
 	done     chan struct{}
 	res      killResult
 	aborted  bool // never launched
@@ -768,8 +769,15 @@ func (x *recreateRun) collectKill(i int, job *killJob) {
 	}
 	c := x.spec.GetContainers()[i]
 	cp := &x.prog.Containers[i]
-	id := cp.ContainerID
+	id := job.id
 	res := job.res
+	if id != cp.ContainerID {
+		// The container was retargeted to a newer instance (its env
+		// check found it stale) before this kill's result came in: the
+		// result is about an instance this request no longer tracks.
+		x.forgetKill(id, job)
+		return
+	}
 	cp.PreStopMillis = max(cp.PreStopMillis, res.preStopMillis)
 	cp.StopMillis = res.stopMillis
 	if res.preStopErr != nil {
@@ -796,6 +804,11 @@ func (x *recreateRun) collectKill(i int, job *killJob) {
 		}
 		x.log.Info("Stopped container", "container", c.GetName(), "containerID", id, "preStopMillis", cp.PreStopMillis, "stopMillis", cp.StopMillis)
 	}
+	x.forgetKill(id, job)
+}
+
+// forgetKill drops this item's collected kill job of container id.
+func (x *recreateRun) forgetKill(id string, job *killJob) {
 	r, item := x.r, x.t.Item.GetId()
 	r.mu.Lock()
 	if r.kills[id] == job && job.item == item {
@@ -842,7 +855,7 @@ func (r *Recreate) claimKill(item, id string) (job *killJob, owner bool) {
 			return j, false
 		}
 	}
-	job = &killJob{item: item, done: make(chan struct{})}
+	job = &killJob{item: item, id: id, done: make(chan struct{})}
 	r.kills[id] = job
 	return job, true
 }
