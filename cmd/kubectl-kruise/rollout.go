@@ -94,16 +94,34 @@ func addRolloutFlags(cmd *cobra.Command, o *rolloutOptions, mutating bool) {
 	}
 }
 
-// clientsFor returns the clients and the namespace to use.
-func clientsFor(g *globalOptions, o *rolloutOptions) (shoalclient.Interface, kubernetes.Interface, string, error) {
+// cloneSetTarget is the CloneSet a command works on and the clients it
+// was read with.
+type cloneSetTarget struct {
+	shoal shoalclient.Interface
+	kube  kubernetes.Interface
+	cs    *v1beta1.CloneSet
+}
+
+// loadCloneSet checks the dry-run and output flags (when mutating) and
+// reads CloneSet name from -n's namespace, or the kubeconfig context's.
+func loadCloneSet(ctx context.Context, g *globalOptions, o *rolloutOptions, name string, mutating bool) (*cloneSetTarget, error) {
+	if mutating {
+		if err := checkMutatingFlags(o); err != nil {
+			return nil, err
+		}
+	}
 	shoal, kube, ns, err := g.env.clients(g)
 	if err != nil {
-		return nil, nil, "", err
+		return nil, err
 	}
 	if o.namespace != "" {
 		ns = o.namespace
 	}
-	return shoal, kube, ns, nil
+	cs, err := shoal.AppsV1beta1().CloneSets(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("get cloneset %s/%s: %w", ns, name, err)
+	}
+	return &cloneSetTarget{shoal: shoal, kube: kube, cs: cs}, nil
 }
 
 // checkMutatingFlags validates --dry-run and -o.
@@ -134,27 +152,20 @@ func newRolloutPatchCommand(g *globalOptions, use, short string, patch func(*v1b
 			if err != nil {
 				return err
 			}
-			if err := checkMutatingFlags(&o); err != nil {
-				return err
-			}
-			shoal, _, ns, err := clientsFor(g, &o)
-			if err != nil {
-				return err
-			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), g.requestTimeout)
 			defer cancel()
-			cs, err := shoal.AppsV1beta1().CloneSets(ns).Get(ctx, name, metav1.GetOptions{})
+			t, err := loadCloneSet(ctx, g, &o, name, true)
 			if err != nil {
-				return fmt.Errorf("get cloneset %s/%s: %w", ns, name, err)
+				return err
 			}
-			p, err := patch(cs)
+			p, err := patch(t.cs)
 			if err != nil {
 				return err
 			}
 			if p == nil {
-				return printResult(cmd.OutOrStdout(), o, cs, fmt.Sprintf("cloneset.apps.kruise.io/%s already %s", name, done))
+				return printResult(cmd.OutOrStdout(), o, t.cs, fmt.Sprintf("cloneset.apps.kruise.io/%s already %s", name, done))
 			}
-			return applyPatch(ctx, cmd.OutOrStdout(), shoal, o, cs, p, done)
+			return applyPatch(ctx, cmd.OutOrStdout(), t.shoal, o, t.cs, p, done)
 		},
 	}
 	addRolloutFlags(cmd, &o, true)
@@ -247,9 +258,12 @@ func newRolloutStatusCommand(g *globalOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			shoal, _, ns, err := clientsFor(g, &o)
+			shoal, _, ns, err := g.env.clients(g)
 			if err != nil {
 				return err
+			}
+			if o.namespace != "" {
+				ns = o.namespace
 			}
 			ctx := cmd.Context()
 			if timeout > 0 {
@@ -369,17 +383,14 @@ func newRolloutHistoryCommand(g *globalOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			shoal, kube, ns, err := clientsFor(g, &o)
+			ctx, cancel := context.WithTimeout(cmd.Context(), g.requestTimeout)
+			defer cancel()
+			t, err := loadCloneSet(ctx, g, &o, name, false)
 			if err != nil {
 				return err
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), g.requestTimeout)
-			defer cancel()
-			cs, err := shoal.AppsV1beta1().CloneSets(ns).Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return fmt.Errorf("get cloneset %s/%s: %w", ns, name, err)
-			}
-			revs, err := revisionsOf(ctx, kube, cs)
+			cs := t.cs
+			revs, err := revisionsOf(ctx, t.kube, cs)
 			if err != nil {
 				return err
 			}
@@ -441,20 +452,14 @@ func newRolloutUndoCommand(g *globalOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := checkMutatingFlags(&o); err != nil {
-				return err
-			}
-			shoal, kube, ns, err := clientsFor(g, &o)
-			if err != nil {
-				return err
-			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), g.requestTimeout)
 			defer cancel()
-			cs, err := shoal.AppsV1beta1().CloneSets(ns).Get(ctx, name, metav1.GetOptions{})
+			t, err := loadCloneSet(ctx, g, &o, name, true)
 			if err != nil {
-				return fmt.Errorf("get cloneset %s/%s: %w", ns, name, err)
+				return err
 			}
-			revs, err := revisionsOf(ctx, kube, cs)
+			cs := t.cs
+			revs, err := revisionsOf(ctx, t.kube, cs)
 			if err != nil {
 				return err
 			}
@@ -477,7 +482,7 @@ func newRolloutUndoCommand(g *globalOptions) *cobra.Command {
 				return err
 			}
 			p := map[string]any{"spec": map[string]any{"template": mergeReplace(current, want)}}
-			return applyPatch(ctx, cmd.OutOrStdout(), shoal, o, cs, p, fmt.Sprintf("rolled back to revision %d", target.Revision))
+			return applyPatch(ctx, cmd.OutOrStdout(), t.shoal, o, cs, p, fmt.Sprintf("rolled back to revision %d", target.Revision))
 		},
 	}
 	addRolloutFlags(cmd, &o, true)

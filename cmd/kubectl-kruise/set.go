@@ -40,27 +40,17 @@ func templatePatch(containers []corev1.Container) any {
 // setTemplate reads the CloneSet, lets change edit its containers, and
 // patches the result.
 func setTemplate(cmd *cobra.Command, g *globalOptions, o *rolloutOptions, name, done string, change func(*v1beta1.CloneSet, []corev1.Container) error) error {
-	if err := checkMutatingFlags(o); err != nil {
-		return err
-	}
-	shoal, _, ns, err := clientsFor(g, o)
-	if err != nil {
-		return err
-	}
 	ctx, cancel := context.WithTimeout(cmd.Context(), g.requestTimeout)
 	defer cancel()
-	cs, err := shoal.AppsV1beta1().CloneSets(ns).Get(ctx, name, metav1.GetOptions{})
+	t, err := loadCloneSet(ctx, g, o, name, true)
 	if err != nil {
-		return fmt.Errorf("get cloneset %s/%s: %w", ns, name, err)
-	}
-	containers := slices.Clone(cs.Spec.Template.Spec.Containers)
-	for i := range containers {
-		containers[i] = *containers[i].DeepCopy()
-	}
-	if err := change(cs, containers); err != nil {
 		return err
 	}
-	return applyPatch(ctx, cmd.OutOrStdout(), shoal, *o, cs, templatePatch(containers), done)
+	containers := t.cs.DeepCopy().Spec.Template.Spec.Containers
+	if err := change(t.cs, containers); err != nil {
+		return err
+	}
+	return applyPatch(ctx, cmd.OutOrStdout(), t.shoal, *o, t.cs, templatePatch(containers), done)
 }
 
 // newSetImageCommand returns `kubectl kruise set image`.
@@ -187,22 +177,16 @@ func newScaleDownCommand(g *globalOptions) *cobra.Command {
 			if len(pods) == 0 {
 				return usageError{fmt.Errorf("--pods: name at least one pod of cloneset %q", name)}
 			}
-			if err := checkMutatingFlags(&o); err != nil {
-				return err
-			}
-			shoal, kube, ns, err := clientsFor(g, &o)
-			if err != nil {
-				return err
-			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), g.requestTimeout)
 			defer cancel()
-			cs, err := shoal.AppsV1beta1().CloneSets(ns).Get(ctx, name, metav1.GetOptions{})
+			t, err := loadCloneSet(ctx, g, &o, name, true)
 			if err != nil {
-				return fmt.Errorf("get cloneset %s/%s: %w", ns, name, err)
+				return err
 			}
+			cs, ns := t.cs, t.cs.Namespace
 			toDelete := slices.Clone(cs.Spec.ScaleStrategy.PodsToDelete)
 			for _, p := range pods {
-				pod, err := kube.CoreV1().Pods(ns).Get(ctx, p, metav1.GetOptions{})
+				pod, err := t.kube.CoreV1().Pods(ns).Get(ctx, p, metav1.GetOptions{})
 				if err != nil {
 					return fmt.Errorf("pod %s/%s: %w", ns, p, err)
 				}
@@ -222,7 +206,7 @@ func newScaleDownCommand(g *globalOptions) *cobra.Command {
 				"replicas":      replicas,
 				"scaleStrategy": map[string]any{"podsToDelete": toDelete},
 			}}
-			return applyPatch(ctx, cmd.OutOrStdout(), shoal, o, cs, patch, fmt.Sprintf("scaled down to %d replicas", replicas))
+			return applyPatch(ctx, cmd.OutOrStdout(), t.shoal, o, cs, patch, fmt.Sprintf("scaled down to %d replicas", replicas))
 		},
 	}
 	addRolloutFlags(cmd, &o, true)
