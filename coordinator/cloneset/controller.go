@@ -588,13 +588,13 @@ func firstNonEmpty(s ...string) string {
 
 // setCondition sets (on) or removes (off) a condition of st.
 func setCondition(st *v1beta1.CloneSetStatus, t v1beta1.CloneSetConditionType, on bool, message string, now time.Time) {
+	if !on {
+		removeCondition(st, t)
+		return
+	}
 	for i, cond := range st.Conditions {
 		if cond.Type != t {
 			continue
-		}
-		if !on {
-			st.Conditions = append(st.Conditions[:i], st.Conditions[i+1:]...)
-			return
 		}
 		if cond.Message != message {
 			st.Conditions[i].Message = message
@@ -602,12 +602,10 @@ func setCondition(st *v1beta1.CloneSetStatus, t v1beta1.CloneSetConditionType, o
 		}
 		return
 	}
-	if on {
-		st.Conditions = append(st.Conditions, v1beta1.CloneSetCondition{
-			Type: t, Status: corev1.ConditionTrue, Message: message,
-			LastUpdateTime: metav1.NewTime(now), LastTransitionTime: metav1.NewTime(now),
-		})
-	}
+	st.Conditions = append(st.Conditions, v1beta1.CloneSetCondition{
+		Type: t, Status: corev1.ConditionTrue, Message: message,
+		LastUpdateTime: metav1.NewTime(now), LastTransitionTime: metav1.NewTime(now),
+	})
 }
 
 // selectorString is the label selector as status.labelSelector shows it.

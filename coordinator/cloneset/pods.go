@@ -26,11 +26,9 @@ func readySince(p *corev1.Pod) *time.Time {
 			return nil
 		}
 	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-			t := c.LastTransitionTime.Time
-			return &t
-		}
+	if c := podstatus.Condition(p, corev1.PodReady); c != nil && c.Status == corev1.ConditionTrue {
+		t := c.LastTransitionTime.Time
+		return &t
 	}
 	return nil
 }

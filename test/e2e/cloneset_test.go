@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/shoal-io/shoal/coordinator/workload/podstatus"
 	"github.com/shoal-io/shoal/protocol/apis/apps/pub"
 	"github.com/shoal-io/shoal/protocol/apis/apps/v1alpha1"
 	"github.com/shoal-io/shoal/protocol/apis/apps/v1beta1"
@@ -300,16 +301,6 @@ func byUID(pods []corev1.Pod) map[types.UID]corev1.Pod {
 	return out
 }
 
-// condition returns the pod's condition of type t, or nil.
-func podCondition(p *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition {
-	for i := range p.Status.Conditions {
-		if p.Status.Conditions[i].Type == t {
-			return &p.Status.Conditions[i]
-		}
-	}
-	return nil
-}
-
 // TestCloneSetInPlaceUpdate ports OpenKruise's "CloneSet Updating in-place
 // update images with the same imageID" and extends it to an image with
 // another digest on two pods: the pods keep their UIDs, each container is
@@ -328,7 +319,7 @@ func TestCloneSetInPlaceUpdate(t *testing.T) {
 	before := byUID(cloneSetPods(ctx, t, f, "inplace"))
 	for _, p := range before {
 		require.Contains(t, p.Spec.ReadinessGates, corev1.PodReadinessGate{ConditionType: wellknown.ReadinessGateInPlaceUpdateReady})
-		c := podCondition(&p, wellknown.ConditionInPlaceUpdateReady)
+		c := podstatus.Condition(&p, wellknown.ConditionInPlaceUpdateReady)
 		require.NotNil(t, c, "pod %s has InPlaceUpdateReady", p.Name)
 		require.Equal(t, corev1.ConditionTrue, c.Status)
 	}
@@ -349,7 +340,7 @@ func TestCloneSetInPlaceUpdate(t *testing.T) {
 			require.Equal(t, cs.Status.UpdateRevision, p.Labels[wellknown.LabelControllerRevisionHash])
 			require.NotEqual(t, old.Status.ContainerStatuses[0].ContainerID, p.Status.ContainerStatuses[0].ContainerID, "pod %s: a new container", p.Name)
 			require.Equal(t, restarts, p.Status.ContainerStatuses[0].RestartCount, "pod %s", p.Name)
-			c := podCondition(&p, wellknown.ConditionInPlaceUpdateReady)
+			c := podstatus.Condition(&p, wellknown.ConditionInPlaceUpdateReady)
 			require.Equal(t, corev1.ConditionTrue, c.Status, "pod %s", p.Name)
 			require.Contains(t, p.Annotations[wellknown.AnnotationInPlaceUpdateState], `"revision":"`+cs.Status.UpdateRevision+`"`)
 			require.Equal(t, string(wellknown.LifecycleStateNormal), p.Labels[wellknown.LabelLifecycleState])
@@ -582,7 +573,7 @@ func TestCloneSetInPlaceUpdateHookAndGrace(t *testing.T) {
 
 	updateCloneSet(ctx, t, f, "hookgrace", func(cs *v1beta1.CloneSet) { cs.Spec.Template.Spec.Containers[0].Image = f.Image("testserver:v2") })
 	held := waitPod("held in PreparingUpdate, not ready", func(p *corev1.Pod) bool {
-		c := podCondition(p, wellknown.ConditionKruisePodReady)
+		c := podstatus.Condition(p, wellknown.ConditionKruisePodReady)
 		return state(p) == wellknown.LifecycleStatePreparingUpdate && c != nil && c.Status == corev1.ConditionFalse
 	})
 	require.Equal(t, oldImage, held.Spec.Containers[0].Image, "the hook holds the update")
@@ -591,14 +582,14 @@ func TestCloneSetInPlaceUpdateHookAndGrace(t *testing.T) {
 	_, err = f.Kube.CoreV1().Pods(f.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 	require.NoError(t, err)
 	updated := waitPod("updated in place, in Updated", func(p *corev1.Pod) bool {
-		c := podCondition(p, wellknown.ConditionInPlaceUpdateReady)
+		c := podstatus.Condition(p, wellknown.ConditionInPlaceUpdateReady)
 		return state(p) == wellknown.LifecycleStateUpdated && c != nil && c.Status == corev1.ConditionTrue
 	})
 	require.Equal(t, f.Image("testserver:v2"), updated.Spec.Containers[0].Image)
 	require.Equal(t, pod.UID, updated.UID)
 	var st pub.InPlaceUpdateState
 	require.NoError(t, json.Unmarshal([]byte(updated.Annotations[wellknown.AnnotationInPlaceUpdateState]), &st))
-	notReady := podCondition(updated, wellknown.ConditionInPlaceUpdateReady).LastTransitionTime // True since the end
+	notReady := podstatus.Condition(updated, wellknown.ConditionInPlaceUpdateReady).LastTransitionTime // True since the end
 	started := st.UpdateTimestamp.Time
 	require.NotContains(t, updated.Annotations, wellknown.AnnotationInPlaceUpdateGrace)
 	require.False(t, notReady.Time.Before(started), "ready again only after the image changed")
@@ -621,7 +612,7 @@ func TestCloneSetInPlaceUpdateHookAndGrace(t *testing.T) {
 	_, err = f.Kube.CoreV1().Pods(f.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 	require.NoError(t, err)
 	waitPod("Normal and ready", func(p *corev1.Pod) bool {
-		c := podCondition(p, wellknown.ConditionKruisePodReady)
+		c := podstatus.Condition(p, wellknown.ConditionKruisePodReady)
 		return state(p) == wellknown.LifecycleStateNormal && c != nil && c.Status == corev1.ConditionTrue
 	})
 	waitCloneSet(ctx, t, f, "hookgrace", "updated and ready", settled(1, 1))
