@@ -1,0 +1,64 @@
+// Package features holds the coordinator's feature gates: OpenKruise's
+// gates of the same names, for behaviour OpenKruise keeps behind a switch.
+// Set them with --feature-gates=Name=true,Other=false.
+//
+// Defaults follow OpenKruise, with one exception said at the gate:
+// PreDownloadImageForInPlaceUpdate is on in Shoal, because the agents'
+// swarm makes warming a new image cheap.
+package features
+
+import (
+	"k8s.io/component-base/featuregate"
+)
+
+const (
+	// CloneSetShortHash writes only the hash part ("6d8f7b9c4") of the
+	// revision into a CloneSet pod's controller-revision-hash label,
+	// instead of "<cloneset>-<hash>", so long CloneSet names fit in the
+	// label's 63 characters. Both forms are always read. Off by default.
+	CloneSetShortHash featuregate.Feature = "CloneSetShortHash"
+
+	// CloneSetPartitionRollback moves pods back to the current revision
+	// when a CloneSet's partition is raised during a rollout (without it,
+	// raising the partition only stops further updates). Off by default.
+	CloneSetPartitionRollback featuregate.Feature = "CloneSetPartitionRollback"
+
+	// PreparingUpdateAsUpdate counts a pod that a lifecycle hook holds in
+	// PreparingUpdate as already updated when a CloneSet decides at which
+	// revision to create pods, so a rebuilt or added pod does not overshoot
+	// the partition. Off by default.
+	PreparingUpdateAsUpdate featuregate.Feature = "PreparingUpdateAsUpdate"
+
+	// PreDownloadImageForInPlaceUpdate creates ImagePullJobs for the new
+	// images of an in-place CloneSet rollout before pods restart. On by
+	// default in Shoal (off in OpenKruise).
+	PreDownloadImageForInPlaceUpdate featuregate.Feature = "PreDownloadImageForInPlaceUpdate"
+)
+
+// defaults are the gates and their default values.
+var defaults = map[featuregate.Feature]featuregate.FeatureSpec{
+	CloneSetShortHash:                {Default: false, PreRelease: featuregate.Alpha},
+	CloneSetPartitionRollback:        {Default: false, PreRelease: featuregate.Alpha},
+	PreparingUpdateAsUpdate:          {Default: false, PreRelease: featuregate.Alpha},
+	PreDownloadImageForInPlaceUpdate: {Default: true, PreRelease: featuregate.Beta},
+}
+
+// New returns the coordinator's gates at their defaults; Set
+// ("Name=true,...") changes them.
+func New() featuregate.MutableFeatureGate {
+	g := featuregate.NewFeatureGate()
+	if err := g.Add(defaults); err != nil {
+		// The table above is fixed: a failure is a programming error.
+		panic(err)
+	}
+	return g
+}
+
+// Enabled reports whether gate f is on in g, or at its default when g is
+// nil (tests and callers without flags).
+func Enabled(g featuregate.FeatureGate, f featuregate.Feature) bool {
+	if g == nil {
+		return defaults[f].Default
+	}
+	return g.Enabled(f)
+}
