@@ -34,6 +34,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/component-base/featuregate"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -91,6 +92,9 @@ type Options struct {
 	// MutatingWebhookConfiguration shoal-pods) adds the KruisePodReady
 	// readiness gate to every pod created. Off by default.
 	KruisePodReadinessGate bool
+	// Features are the feature gates (package features); nil is their
+	// defaults.
+	Features featuregate.FeatureGate
 	// Profiling serves Go's runtime profiles under /debug/pprof/ on MetricsAddr.
 	Profiling bool
 	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election.
@@ -184,7 +188,9 @@ func Run(ctx context.Context, o Options) error {
 		CloneSets: shoalInformers.Apps().V1beta1().CloneSets().Informer(), Pods: podInformer,
 		Revisions: kubeInformers.Apps().V1().ControllerRevisions().Informer(),
 		Jobs:      shoalInformers.Apps().V1alpha1().ImagePullJobs().Informer(),
-		IsLeader:  isLeader, Recorder: recorder,
+		Claims:    kubeInformers.Core().V1().PersistentVolumeClaims().Informer(),
+		Nodes:     nodeInformer,
+		IsLeader:  isLeader, Recorder: recorder, Features: o.Features,
 	})
 	if err != nil {
 		return err

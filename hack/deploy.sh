@@ -88,12 +88,13 @@ mkdir -p "$overlay"
   echo "      path: /spec/template/spec/containers/0/args"
   echo "      value: [\"--mirror-registries=$mirrors\"]"
   if [ "${SHOAL_TEST_WORK:-}" = 1 ]; then
-    # e2e only: the coordinator turns labelled ConfigMaps into noop work.
+    # e2e only: the coordinator turns labelled ConfigMaps into noop work,
+    # and runs with the OpenKruise gates OpenKruise's own e2e cases need.
     echo "- target: {kind: Deployment, name: shoal-coordinator}"
     echo "  patch: |-"
     echo "    - op: add"
     echo "      path: /spec/template/spec/containers/0/args"
-    echo '      value: ["--enable-test-work"]'
+    echo '      value: ["--enable-test-work", "--feature-gates=PreparingUpdateAsUpdate=true"]'
   fi
 } >"$overlay/kustomization.yaml.tmp"
 mv "$overlay/kustomization.yaml.tmp" "$overlay/kustomization.yaml"

@@ -10,12 +10,14 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"k8s.io/klog/v2"
 
 	"github.com/shoal-io/shoal/coordinator"
+	"github.com/shoal-io/shoal/coordinator/features"
 )
 
 // version is set at build time (-X main.version=...).
@@ -44,6 +46,9 @@ func run(ctx context.Context, args []string) error {
 	fs.BoolVar(&o.KruisePodReadinessGate, "kruise-pod-readiness-gate", envOr("SHOAL_KRUISE_POD_READINESS_GATE", "") == "true",
 		"add the KruisePodReady readiness gate to every pod created (OpenKruise's KruisePodReadinessGate; env SHOAL_KRUISE_POD_READINESS_GATE=true; "+
 			"needs the shoal-pods webhook of deploy/components/kruise-pod-readiness-gate)")
+	gates := features.New()
+	fs.Func("feature-gates", "comma-separated Name=true|false pairs of OpenKruise feature gates: "+strings.Join(gates.KnownFeatures(), "; "), gates.Set)
+	o.Features = gates
 	fs.BoolVar(&o.Profiling, "profiling", false, "serve Go runtime profiles under /debug/pprof/ on --metrics-addr (unauthenticated)")
 	fs.DurationVar(&o.LeaseDuration, "leader-lease-duration", 15*time.Second, "leader lease duration")
 	fs.DurationVar(&o.RenewDeadline, "leader-renew-deadline", 10*time.Second, "leader renew deadline")

@@ -16,14 +16,20 @@
 // and metadata change, else recreate) or InPlaceOnly (in place, or a
 // FailedUpdate condition naming the field that prevents it), with
 // inPlaceUpdateStrategy.gracePeriodSeconds and container-priority batches
-// (the shared engine in coordinator/workload/inplace); new pods at the
-// current revision while partition asks for old ones; status with every
-// count, revisions, observedGeneration and labelSelector (the scale
-// subresource); the lifecycle hooks preNormal, preDelete and inPlaceUpdate
-// (PreparingNormal, PreparingDelete, PreparingUpdate, Updating, Updated),
-// with markPodNotReady. PVCs, pre-download and the node agent's restart of
-// containers whose env reads changed metadata come with the rest of issue
-// 19.
+// (the shared engine in coordinator/workload/inplace), in the order of
+// priorityStrategy and scatterStrategy (coordinator/workload/updatesort);
+// new pods at the current revision while partition asks for old ones;
+// status with every count, revisions, observedGeneration and
+// labelSelector (the scale subresource); the lifecycle hooks preNormal,
+// preDelete and inPlaceUpdate (PreparingNormal, PreparingDelete,
+// PreparingUpdate, Updating, Updated), with markPodNotReady;
+// volumeClaimTemplates (pvc.go: PVCs per instance ID, deleted with the
+// pods the CloneSet deletes, reused by the replacement of a vanished pod
+// with scaleStrategy.enablePVCReuse); the scale-in rank of topology spread
+// and same-node crowding (coordinator/workload/spreadrank); image
+// pre-download (predownload.go); and OpenKruise's gates CloneSetShortHash,
+// CloneSetPartitionRollback and PreparingUpdateAsUpdate (package
+// features).
 package cloneset
 
 import (
@@ -44,10 +50,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/component-base/featuregate"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
+	"github.com/shoal-io/shoal/coordinator/features"
 	"github.com/shoal-io/shoal/coordinator/syncloop"
 	"github.com/shoal-io/shoal/coordinator/workload/expectations"
 	"github.com/shoal-io/shoal/coordinator/workload/inplace"
@@ -70,6 +78,17 @@ type Options struct {
 	// pre-download jobs a CloneSet owns; nil leaves finished rollouts'
 	// jobs to their TTL.
 	Jobs cache.SharedIndexInformer
+	// Claims is the shared PersistentVolumeClaim informer, to find the
+	// PVCs of volumeClaimTemplates a CloneSet owns; nil creates PVCs but
+	// never reuses or cleans up those of vanished pods.
+	Claims cache.SharedIndexInformer
+	// Nodes is the shared Node informer, for the node labels topology
+	// spread constraints name when a scale-in ranks pods; nil ranks by
+	// node name only.
+	Nodes cache.SharedIndexInformer
+	// Features are the coordinator's feature gates (package features);
+	// nil is their defaults.
+	Features featuregate.FeatureGate
 	// IsLeader tells whether this replica may write to the API.
 	IsLeader func() bool
 	// Recorder records events on CloneSets.
@@ -89,6 +108,7 @@ type Controller struct {
 	pods   cache.Indexer
 	revs   cache.Indexer
 	jobs   cache.Indexer // nil without Options.Jobs
+	claims cache.Indexer // nil without Options.Claims
 	// statusWritten holds when each CloneSet's status was last written
 	// (namespace/name -> time.Time).
 	statusWritten sync.Map
@@ -125,6 +145,10 @@ func New(o Options) (*Controller, error) {
 	if o.Jobs != nil {
 		informers = append(informers, o.Jobs)
 		c.jobs = o.Jobs.GetIndexer()
+	}
+	if o.Claims != nil {
+		informers = append(informers, o.Claims)
+		c.claims = o.Claims.GetIndexer()
 	}
 	for _, inf := range informers {
 		if err := inf.AddIndexers(ownerIndex); err != nil {
@@ -165,6 +189,9 @@ func New(o Options) (*Controller, error) {
 // HasSynced reports whether the informers' initial lists went through the
 // controller's handlers.
 func (c *Controller) HasSynced() bool {
+	if c.o.Claims != nil && !c.o.Claims.HasSynced() {
+		return false
+	}
 	for _, r := range c.regs {
 		if !r.HasSynced() {
 			return false
@@ -238,7 +265,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	if err != nil {
 		return 0, err
 	}
-	p := newPlan(cs, pods, updateRev.Name, currentRev, c.o.Clock.Now())
+	p := newPlan(cs, pods, updateRev.Name, currentRev, c.o.Clock.Now(), c.gates(), c.nodeLabels)
 	var actErr error
 	if ok, waiting := c.expect.Satisfied(key); !ok {
 		log.V(2).Info("Waiting for the informer to show earlier changes", "pending", waiting)
@@ -268,15 +295,32 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	return p.requeueAfter, nil
 }
 
-// ownedPods lists the pods cs controls (by owner UID), oldest first.
-func (c *Controller) ownedPods(cs *v1beta1.CloneSet) ([]*corev1.Pod, error) {
+// ownedPodObjects lists every pod object cs controls (by owner UID),
+// finished ones too.
+func (c *Controller) ownedPodObjects(cs *v1beta1.CloneSet) ([]*corev1.Pod, error) {
 	objs, err := c.pods.ByIndex(byOwner, string(cs.UID))
 	if err != nil {
 		return nil, err
 	}
 	pods := make([]*corev1.Pod, 0, len(objs))
 	for _, o := range objs {
-		if p, ok := o.(*corev1.Pod); ok && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+		if p, ok := o.(*corev1.Pod); ok {
+			pods = append(pods, p)
+		}
+	}
+	return pods, nil
+}
+
+// ownedPods lists the pods cs controls (by owner UID) that have not
+// finished, oldest first.
+func (c *Controller) ownedPods(cs *v1beta1.CloneSet) ([]*corev1.Pod, error) {
+	objs, err := c.ownedPodObjects(cs)
+	if err != nil {
+		return nil, err
+	}
+	pods := make([]*corev1.Pod, 0, len(objs))
+	for _, p := range objs {
+		if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
 			pods = append(pods, p)
 		}
 	}
@@ -381,6 +425,18 @@ func (c *Controller) act(ctx context.Context, cs *v1beta1.CloneSet, p *plan, upd
 		}
 		return errors.Join(errs...)
 	}
+	reuse, waiting, err := c.syncUnusedClaims(ctx, cs, p)
+	if err != nil {
+		return err
+	}
+	if waiting > 0 && p.createOld+p.createNew > 0 {
+		// Pods that keep a PVC come back under the same name once the
+		// old pod is gone; its delete event brings the CloneSet back.
+		klog.FromContext(ctx).V(2).Info("Waiting for terminating pods before reusing their PVCs", "instances", waiting)
+		skip := min(waiting, p.createNew)
+		p.createNew -= skip
+		p.createOld -= min(waiting-skip, p.createOld)
+	}
 	if p.createOld+p.createNew > 0 {
 		tmpl := &cs.Spec.Template
 		var old *corev1.PodTemplateSpec
@@ -392,23 +448,38 @@ func (c *Controller) act(ctx context.Context, cs *v1beta1.CloneSet, p *plan, upd
 				p.createNew, p.createOld = p.createNew+p.createOld, 0
 			}
 		}
+		nextID := func() string {
+			if len(reuse) == 0 {
+				return ""
+			}
+			id := reuse[0]
+			reuse = reuse[1:]
+			return id
+		}
 		for range min(p.createOld, maxCreatesPerSync) {
-			errs = append(errs, c.createPod(ctx, cs, key, old, currentRev))
+			errs = append(errs, c.createPod(ctx, cs, key, old, currentRev, nextID()))
 		}
 		for range min(p.createNew, maxCreatesPerSync) {
-			errs = append(errs, c.createPod(ctx, cs, key, tmpl, updateRev.Name))
+			errs = append(errs, c.createPod(ctx, cs, key, tmpl, updateRev.Name, nextID()))
 		}
 		return errors.Join(errs...)
 	}
-	for _, pod := range p.updates {
-		errs = append(errs, c.updateInPlace(ctx, cs, key, pod, p))
+	for _, u := range p.updates {
+		errs = append(errs, c.updateInPlace(ctx, cs, key, u, p))
 	}
 	return errors.Join(errs...)
 }
 
-// createPod creates one pod of cs from tmpl at revision rev.
-func (c *Controller) createPod(ctx context.Context, cs *v1beta1.CloneSet, key string, tmpl *corev1.PodTemplateSpec, rev string) error {
-	id := utilrand.String(5)
+// createPod creates one pod of cs from tmpl at revision rev, with instance
+// ID id (a new random one when empty) and its PVCs.
+func (c *Controller) createPod(ctx context.Context, cs *v1beta1.CloneSet, key string, tmpl *corev1.PodTemplateSpec, rev, id string) error {
+	reused := id != ""
+	if !reused {
+		id = utilrand.String(5)
+	}
+	if err := c.createClaims(ctx, cs, id); err != nil {
+		return err
+	}
 	pod := &corev1.Pod{
 		ObjectMeta: *tmpl.ObjectMeta.DeepCopy(),
 		Spec:       *tmpl.Spec.DeepCopy(),
@@ -417,9 +488,9 @@ func (c *Controller) createPod(ctx context.Context, cs *v1beta1.CloneSet, key st
 	if pod.Labels == nil {
 		pod.Labels = map[string]string{}
 	}
-	pod.Labels[wellknown.LabelControllerRevisionHash] = rev
-	pod.Labels[wellknown.LabelPodTemplateHash] = rev[len(cs.Name)+1:]
+	setRevisionLabels(pod, cs, rev, features.Enabled(c.o.Features, features.CloneSetShortHash))
 	pod.Labels[wellknown.LabelCloneSetInstanceID] = id
+	withClaims(pod, cs, id)
 	lifecycle.SetState(pod, lifecycle.Initial(), c.o.Clock.Now())
 	pod.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(cs, v1beta1.SchemeGroupVersion.WithKind("CloneSet"))}
 	for _, t := range []corev1.PodConditionType{wellknown.ReadinessGateKruisePodReady, wellknown.ReadinessGateInPlaceUpdateReady} {
@@ -434,6 +505,11 @@ func (c *Controller) createPod(ctx context.Context, cs *v1beta1.CloneSet, key st
 		c.expect.Observe(key, expectations.Create, pod.Name)
 		if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
 			return nil // the CloneSet goes with its namespace
+		}
+		if apierrors.IsAlreadyExists(err) && reused {
+			// A finished pod (an evicted one, say) still holds the name of
+			// the instance whose PVCs were to be reused: a new instance.
+			return c.createPod(ctx, cs, key, tmpl, rev, "")
 		}
 		c.o.Recorder.Eventf(cs, nil, corev1.EventTypeWarning, "FailedCreate", "Create", "create pod %s: %v", pod.Name, err)
 		return fmt.Errorf("create pod %s: %w", pod.Name, err)
@@ -511,7 +587,83 @@ func (c *Controller) deletePod(ctx context.Context, cs *v1beta1.CloneSet, key st
 		return fmt.Errorf("delete pod %s: %w", p.Name, err)
 	}
 	c.o.Recorder.Eventf(cs, p, corev1.EventTypeNormal, "SuccessfulDelete", "Delete", "deleted pod %s: %s", p.Name, why)
+	// The pod's PVCs go with it (they stay only for a pod that vanished
+	// some other way).
+	claims, err := c.ownedClaims(cs)
+	if err != nil {
+		return err
+	}
+	return c.deleteClaims(ctx, cs, claims, p.Labels[wellknown.LabelCloneSetInstanceID], "its pod "+p.Name+" was deleted by the CloneSet")
+}
+
+// syncUnusedClaims handles the PVCs of pods that vanished without the
+// CloneSet deleting them. With scaleStrategy.enablePVCReuse it returns
+// the instance IDs no pod object carries any more, for the next pods, and
+// how many more instances wait for their terminating pod to go (their
+// replacement, named after the instance, waits too). Without it, it
+// deletes the PVCs no pod object carries.
+func (c *Controller) syncUnusedClaims(ctx context.Context, cs *v1beta1.CloneSet, p *plan) (reuse []string, waiting int, err error) {
+	claims, err := c.ownedClaims(cs)
+	if err != nil || len(claims) == 0 {
+		return nil, 0, err
+	}
+	all, err := c.ownedPodObjects(cs)
+	if err != nil {
+		return nil, 0, err
+	}
+	free := unusedClaimIDs(claims, all)
+	if !cs.Spec.ScaleStrategy.EnablePVCReuse {
+		var errs []error
+		for _, id := range free {
+			errs = append(errs, c.deleteClaims(ctx, cs, claims, id, "its pod is gone and scaleStrategy.enablePVCReuse is false"))
+		}
+		return nil, 0, errors.Join(errs...)
+	}
+	// An instance whose pod is on its way out (terminating, or finished
+	// and being deleted) comes back once the pod object is gone.
+	var leaving []*corev1.Pod
+	for _, pod := range all {
+		if pod.DeletionTimestamp != nil {
+			leaving = append(leaving, pod)
+		}
+	}
+	return free, len(unusedClaimIDs(claims, p.active)) - len(unusedClaimIDs(claims, append(p.active, leaving...))), nil
+}
+
+// nodeLabels returns the labels of node name from the informer, nil when
+// it is unknown.
+func (c *Controller) nodeLabels(name string) map[string]string {
+	if c.o.Nodes == nil {
+		return nil
+	}
+	obj, exists, err := c.o.Nodes.GetIndexer().GetByKey(name)
+	if err != nil || !exists {
+		return nil
+	}
+	if n, ok := obj.(*corev1.Node); ok {
+		return n.Labels
+	}
 	return nil
+}
+
+// gates are the feature gates the plan reads.
+func (c *Controller) gates() planGates {
+	return planGates{
+		preparingUpdateAsUpdate: features.Enabled(c.o.Features, features.PreparingUpdateAsUpdate),
+		partitionRollback:       features.Enabled(c.o.Features, features.CloneSetPartitionRollback),
+	}
+}
+
+// setRevisionLabels labels pod with revision rev of cs: controller-revision-hash
+// "<cloneset>-<hash>" (only "<hash>" with short), and pod-template-hash
+// "<hash>".
+func setRevisionLabels(pod *corev1.Pod, cs *v1beta1.CloneSet, rev string, short bool) {
+	hash := rev[len(cs.Name)+1:]
+	pod.Labels[wellknown.LabelControllerRevisionHash] = rev
+	if short {
+		pod.Labels[wellknown.LabelControllerRevisionHash] = hash
+	}
+	pod.Labels[wellknown.LabelPodTemplateHash] = hash
 }
 
 // writeStatus writes the plan's counts and conditions if they changed.

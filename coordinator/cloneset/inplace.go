@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/shoal-io/shoal/coordinator/features"
 	"github.com/shoal-io/shoal/coordinator/workload/expectations"
 	"github.com/shoal-io/shoal/coordinator/workload/inplace"
 	"github.com/shoal-io/shoal/coordinator/workload/lifecycle"
@@ -97,24 +98,30 @@ func (c *Controller) progressPod(ctx context.Context, cs *v1beta1.CloneSet, pod 
 	return 0, nil
 }
 
-// updateInPlace moves one old pod of cs to the update revision in place.
-// A pod whose revision differs from the update one in more than images and
-// metadata is recreated under InPlaceIfPossible and left alone, with a
-// FailedUpdate condition saying why, under InPlaceOnly. The inPlaceUpdate
-// lifecycle hook may hold the pod in PreparingUpdate first.
-func (c *Controller) updateInPlace(ctx context.Context, cs *v1beta1.CloneSet, key string, pod *corev1.Pod, p *plan) error {
+// updateInPlace moves one pod of cs to revision u.to in place (the update
+// revision, or the current one for a partition rollback). A pod whose
+// revision differs from the target in more than images and metadata is
+// recreated under InPlaceIfPossible and left alone, with a FailedUpdate
+// condition saying why, under InPlaceOnly. The inPlaceUpdate lifecycle
+// hook may hold the pod in PreparingUpdate first.
+func (c *Controller) updateInPlace(ctx context.Context, cs *v1beta1.CloneSet, key string, u update, p *plan) error {
 	ru := cs.Spec.UpdateStrategy.RollingUpdate
+	pod := u.pod
 	from, err := c.revisionTemplate(cs, revisionOf(pod, cs.Name))
+	to := &cs.Spec.Template // the update revision, maybe not in the informer yet
+	if err == nil && u.to != p.updateRev {
+		to, err = c.revisionTemplate(cs, u.to)
+	}
 	var spec *inplace.Spec
 	if err == nil {
-		spec, err = inplace.Calculate(from, &cs.Spec.Template, p.updateRev)
+		spec, err = inplace.Calculate(from, to, u.to)
 	}
 	if err != nil {
 		if ru.PodUpdatePolicy == v1beta1.InPlaceOnlyCloneSetPodUpdateStrategyType {
-			p.updateBlocked = fmt.Sprintf("InPlaceOnly: pod %s cannot be updated in place to %s: %v; change only images, labels and annotations, or use podUpdatePolicy InPlaceIfPossible or ReCreate", pod.Name, p.updateRev, err)
+			p.updateBlocked = fmt.Sprintf("InPlaceOnly: pod %s cannot be updated in place to %s: %v; change only images, labels and annotations, or use podUpdatePolicy InPlaceIfPossible or ReCreate", pod.Name, u.to, err)
 			return nil
 		}
-		return c.retire(ctx, cs, key, deletion{pod, fmt.Sprintf("recreated at update revision %s (not in place: %v)", p.updateRev, err)})
+		return c.retire(ctx, cs, key, deletion{pod, fmt.Sprintf("recreated at revision %s (not in place: %v)", u.to, err)})
 	}
 
 	step := lifecycle.BeforeInPlaceUpdate(cs.Spec.Lifecycle, pod)
@@ -142,10 +149,10 @@ func (c *Controller) updateInPlace(ctx context.Context, cs *v1beta1.CloneSet, ke
 	if ru.InPlaceUpdateStrategy != nil {
 		grace = ru.InPlaceUpdateStrategy.GracePeriodSeconds
 	}
-	rev := p.updateRev
+	rev := u.to
+	short := features.Enabled(c.o.Features, features.CloneSetShortHash)
 	prepare := func(p *corev1.Pod) {
-		p.Labels[wellknown.LabelControllerRevisionHash] = rev
-		p.Labels[wellknown.LabelPodTemplateHash] = rev[len(cs.Name)+1:]
+		setRevisionLabels(p, cs, rev, short)
 		if step.State != "" {
 			lifecycle.SetState(p, step.State, c.o.Clock.Now())
 		}

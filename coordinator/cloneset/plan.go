@@ -9,6 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/shoal-io/shoal/coordinator/workload/rollout"
+	"github.com/shoal-io/shoal/coordinator/workload/spreadrank"
 	"github.com/shoal-io/shoal/protocol/apis/apps/v1beta1"
 	"github.com/shoal-io/shoal/protocol/apis/wellknown"
 )
@@ -17,6 +18,24 @@ import (
 type deletion struct {
 	pod *corev1.Pod
 	why string
+}
+
+// update is a pod to move to revision to in place (or, when it cannot
+// be, by recreating it).
+type update struct {
+	pod *corev1.Pod
+	to  string
+}
+
+// planGates are the feature gates that change a plan's decisions.
+type planGates struct {
+	// preparingUpdateAsUpdate counts pods held in PreparingUpdate as
+	// updated when choosing the revision of new pods and of scale-in
+	// (PreparingUpdateAsUpdate).
+	preparingUpdateAsUpdate bool
+	// partitionRollback moves updated pods back to the current revision
+	// when the partition rises (CloneSetPartitionRollback).
+	partitionRollback bool
 }
 
 // plan is one pass's decisions about a CloneSet, from its pods as the
@@ -34,9 +53,11 @@ type plan struct {
 	// leaving are the pods in PreparingDelete: deleted when their hook
 	// lets go, whatever else the pass does.
 	leaving []*corev1.Pod
-	// updates are old pods to move to the update revision in place (the
-	// in-place policies); the controller recreates those that cannot be.
-	updates []*corev1.Pod
+	// updates are pods to move to another revision in place (the
+	// in-place policies): old pods to the update revision, or, in a
+	// partition rollback, updated pods back to the current one. The
+	// controller recreates those that cannot be.
+	updates []update
 	// updateBlocked says why old pods are not being updated, if that is
 	// not the user's choice (paused, partition).
 	updateBlocked string
@@ -50,7 +71,7 @@ func (p *plan) scaling() bool { return p.createOld+p.createNew > 0 || len(p.dele
 // newPlan decides what to do with cs's pods at now: specified deletes
 // first, then scaling, else an update (recreate or in place) within
 // partition and maxUnavailable.
-func newPlan(cs *v1beta1.CloneSet, pods []*corev1.Pod, updateRev, current string, now time.Time) *plan {
+func newPlan(cs *v1beta1.CloneSet, pods []*corev1.Pod, updateRev, current string, now time.Time, gates planGates, nodeLabels spreadrank.NodeLabels) *plan {
 	p := &plan{replicas: ptr.Deref(cs.Spec.Replicas, 1), updateRev: updateRev, current: current}
 	minReady := time.Duration(cs.Spec.MinReadySeconds) * time.Second
 	ru := cs.Spec.UpdateStrategy.RollingUpdate
@@ -70,7 +91,12 @@ func newPlan(cs *v1beta1.CloneSet, pods []*corev1.Pod, updateRev, current string
 	for _, n := range cs.Spec.ScaleStrategy.PodsToDelete {
 		toDelete[n] = true
 	}
-	var specified, oldPods, notAvailable []*corev1.Pod
+	var specified, oldPods, newPods, notAvailable []*corev1.Pod
+	// oldForScale counts the old pods when deciding the revision of new
+	// pods and which revision a scale-in takes: with
+	// PreparingUpdateAsUpdate, a pod a hook holds before its update counts
+	// as updated already.
+	var oldForScale int32
 	for _, pod := range pods {
 		if pod.DeletionTimestamp != nil {
 			continue
@@ -79,9 +105,13 @@ func newPlan(cs *v1beta1.CloneSet, pods []*corev1.Pod, updateRev, current string
 		isUpdated := revisionOf(pod, cs.Name) == updateRev
 		if isUpdated {
 			p.updated++
+			newPods = append(newPods, pod)
 		} else {
 			p.oldCount++
 			oldPods = append(oldPods, pod)
+			if !gates.preparingUpdateAsUpdate || !preparingUpdate(pod) {
+				oldForScale++
+			}
 		}
 		if podReady(pod) {
 			p.ready++
@@ -132,12 +162,12 @@ func newPlan(cs *v1beta1.CloneSet, pods []*corev1.Pod, updateRev, current string
 	// 2. Scale, to replicas plus the update's surge: while old pods beyond
 	// partition remain and the update may run, up to maxSurge extra pods
 	// at the update revision (the update step then deletes old ones).
-	updating := p.oldCount > p.partition && p.err == nil && !ru.Paused &&
+	updating := oldForScale > p.partition && p.err == nil && !ru.Paused &&
 		cs.Spec.UpdateStrategy.Type != v1beta1.OnDeleteCloneSetUpdateStrategyType &&
 		ru.PodUpdatePolicy != v1beta1.InPlaceOnlyCloneSetPodUpdateStrategyType
 	target := p.replicas
 	if updating {
-		target += min(limits.MaxSurge, p.oldCount-p.partition)
+		target += min(limits.MaxSurge, oldForScale-p.partition)
 	}
 	switch {
 	case active < target:
@@ -148,7 +178,7 @@ func newPlan(cs *v1beta1.CloneSet, pods []*corev1.Pod, updateRev, current string
 		// Old pods stay at partition: the first new pods take the current
 		// revision while fewer than partition old pods exist.
 		if updateRev != current {
-			p.createOld = int(min(n, max(p.partition-p.oldCount, 0)))
+			p.createOld = int(min(n, max(p.partition-oldForScale, 0)))
 		}
 		p.createNew = int(n) - p.createOld
 		return p
@@ -161,14 +191,15 @@ func newPlan(cs *v1beta1.CloneSet, pods []*corev1.Pod, updateRev, current string
 			return !exclude || !slices.Contains(p.leaving, pod)
 		}
 		candidates := make([]*corev1.Pod, 0, len(p.active))
-		surplusOld := max(p.oldCount-p.partition, 0)
+		surplusOld := max(oldForScale-p.partition, 0)
 		var old []*corev1.Pod
 		for _, pod := range oldPods {
-			if counted(pod) {
+			if counted(pod) && (!gates.preparingUpdateAsUpdate || !preparingUpdate(pod)) {
 				old = append(old, pod)
 			}
 		}
-		sortForDeletion(old)
+		rank := spreadrank.New(cs.Spec.Template.Spec.TopologySpreadConstraints, p.active, nodeLabels)
+		sortForDeletion(old, rank)
 		candidates = append(candidates, old[:min(int(surplusOld), len(old))]...)
 		rest := make([]*corev1.Pod, 0, len(p.active))
 		for _, pod := range p.active {
@@ -176,7 +207,7 @@ func newPlan(cs *v1beta1.CloneSet, pods []*corev1.Pod, updateRev, current string
 				rest = append(rest, pod)
 			}
 		}
-		sortForDeletion(rest)
+		sortForDeletion(rest, rank)
 		candidates = append(candidates, rest...)
 		for _, pod := range candidates[:n] {
 			p.deletes = append(p.deletes, deletion{pod, fmt.Sprintf("scale in from %d to %d", active, target)})
@@ -190,10 +221,9 @@ func newPlan(cs *v1beta1.CloneSet, pods []*corev1.Pod, updateRev, current string
 		p.updateBlocked = p.err.Error()
 		return p
 	}
-	if p.oldCount == 0 {
-		return p
-	}
 	switch {
+	case p.oldCount == 0 && !gates.partitionRollback:
+		return p
 	case cs.Spec.UpdateStrategy.Type == v1beta1.OnDeleteCloneSetUpdateStrategyType:
 		return p // pods move when the user deletes them
 	case ru.Paused:
@@ -203,11 +233,18 @@ func newPlan(cs *v1beta1.CloneSet, pods []*corev1.Pod, updateRev, current string
 	// An old pod that is unavailable anyway is updated without using the
 	// budget (updating it makes nothing less available); an available one
 	// uses one unit of it.
-	want := p.oldCount - p.partition
+	want, from, to := p.oldCount-p.partition, oldPods, updateRev
+	if gates.partitionRollback && updateRev != current && p.updated > rollout.ExpectedUpdated(p.replicas, p.partition) {
+		// The partition rose: updated pods beyond it go back.
+		want, from, to = p.updated-rollout.ExpectedUpdated(p.replicas, p.partition), newPods, current
+	}
+	if want <= 0 {
+		return p
+	}
 	budget := limits.MaxUnavailable + (active - p.replicas) - int32(len(notAvailable))
-	sortForUpdate(oldPods)
+	sortForUpdate(from, ru.PriorityStrategy, ru.ScatterStrategy)
 	var picks []*corev1.Pod
-	for _, pod := range oldPods {
+	for _, pod := range from {
 		switch {
 		case int32(len(picks)) >= want:
 		case preparingUpdate(pod), slices.Contains(notAvailable, pod):
@@ -218,11 +255,13 @@ func newPlan(cs *v1beta1.CloneSet, pods []*corev1.Pod, updateRev, current string
 		}
 	}
 	if ru.PodUpdatePolicy == v1beta1.InPlaceIfPossibleCloneSetPodUpdateStrategyType || ru.PodUpdatePolicy == v1beta1.InPlaceOnlyCloneSetPodUpdateStrategyType {
-		p.updates = picks
+		for _, pod := range picks {
+			p.updates = append(p.updates, update{pod, to})
+		}
 		return p
 	}
 	for _, pod := range picks {
-		p.deletes = append(p.deletes, deletion{pod, "recreated at update revision " + updateRev})
+		p.deletes = append(p.deletes, deletion{pod, "recreated at revision " + to})
 	}
 	return p
 }

@@ -90,6 +90,18 @@ func podNames(ps []*corev1.Pod) []string {
 	return out
 }
 
+// updateNames names the pods of updates, each of which must go to rev.
+func updateNames(us []update, rev string) []string {
+	var out []string
+	for _, u := range us {
+		if u.to != rev {
+			return append(out, u.pod.Name+" to "+u.to)
+		}
+		out = append(out, u.pod.Name)
+	}
+	return out
+}
+
 func pods(n int, rev string) []*corev1.Pod {
 	var out []*corev1.Pod
 	for i := range n {
@@ -100,7 +112,7 @@ func pods(n int, rev string) []*corev1.Pod {
 
 func TestPlanScale(t *testing.T) {
 	t.Run("a new CloneSet creates its replicas", func(t *testing.T) {
-		p := newPlan(cloneSet(3, nil), nil, newRev, newRev, now)
+		p := newPlan(cloneSet(3, nil), nil, newRev, newRev, now, planGates{}, nil)
 		require.Equal(t, 3, p.createNew)
 		require.Zero(t, p.createOld)
 	})
@@ -113,14 +125,14 @@ func TestPlanScale(t *testing.T) {
 			pod("not-ready", newRev, time.Hour, notReady),
 			pod("unscheduled", newRev, time.Hour, unscheduled),
 		}
-		p := newPlan(cloneSet(2, nil), ps, newRev, newRev, now)
+		p := newPlan(cloneSet(2, nil), ps, newRev, newRev, now, planGates{}, nil)
 		require.Equal(t, []string{"unscheduled", "not-ready", "cheap", "ready-new"}, names(p.deletes))
 	})
 	t.Run("scale in takes old revisions beyond partition first", func(t *testing.T) {
 		ps := append(pods(2, oldRev), pods(3, newRev)...)
 		p := newPlan(cloneSet(3, func(cs *v1beta1.CloneSet) {
 			cs.Spec.UpdateStrategy.RollingUpdate.Partition = ptr.To(intstr.FromInt32(1))
-		}), ps, newRev, oldRev, now)
+		}), ps, newRev, oldRev, now, planGates{}, nil)
 		require.Len(t, p.deletes, 2)
 		require.Equal(t, oldRev, p.deletes[0].pod.Labels[wellknown.LabelControllerRevisionHash], "one old pod is beyond partition 1")
 		require.Equal(t, newRev, p.deletes[1].pod.Labels[wellknown.LabelControllerRevisionHash])
@@ -128,7 +140,7 @@ func TestPlanScale(t *testing.T) {
 	t.Run("scale up keeps partition old pods at the current revision", func(t *testing.T) {
 		p := newPlan(cloneSet(5, func(cs *v1beta1.CloneSet) {
 			cs.Spec.UpdateStrategy.RollingUpdate.Partition = ptr.To(intstr.FromInt32(3))
-		}), pods(1, oldRev), newRev, oldRev, now)
+		}), pods(1, oldRev), newRev, oldRev, now, planGates{}, nil)
 		require.Equal(t, 2, p.createOld)
 		require.Equal(t, 2, p.createNew)
 	})
@@ -136,12 +148,12 @@ func TestPlanScale(t *testing.T) {
 		ps := []*corev1.Pod{pod("starting", newRev, time.Second, notReady)}
 		p := newPlan(cloneSet(10, func(cs *v1beta1.CloneSet) {
 			cs.Spec.ScaleStrategy.MaxUnavailable = ptr.To(intstr.FromInt32(3))
-		}), ps, newRev, newRev, now)
+		}), ps, newRev, newRev, now, planGates{}, nil)
 		require.Equal(t, 2, p.createNew, "3 may be unavailable, one already is")
 	})
 	t.Run("specified delete: label and podsToDelete", func(t *testing.T) {
 		ps := []*corev1.Pod{pod("a", newRev, time.Hour), pod("b", newRev, time.Hour, labelled(wellknown.LabelSpecifiedDelete)), pod("c", newRev, time.Hour)}
-		p := newPlan(cloneSet(3, func(cs *v1beta1.CloneSet) { cs.Spec.ScaleStrategy.PodsToDelete = []string{"c"} }), ps, newRev, newRev, now)
+		p := newPlan(cloneSet(3, func(cs *v1beta1.CloneSet) { cs.Spec.ScaleStrategy.PodsToDelete = []string{"c"} }), ps, newRev, newRev, now, planGates{}, nil)
 		require.Equal(t, []string{"b", "c"}, names(p.deletes))
 		require.Zero(t, p.createNew, "replacements come with the next pass")
 	})
@@ -174,7 +186,7 @@ func TestPlanRecreateUpdate(t *testing.T) {
 					tc.mutate(cs.Spec.UpdateStrategy.RollingUpdate)
 				}
 			})
-			p := newPlan(cs, tc.pods, newRev, oldRev, now)
+			p := newPlan(cs, tc.pods, newRev, oldRev, now, planGates{}, nil)
 			require.Len(t, p.deletes, tc.deletes)
 			for _, d := range p.deletes {
 				require.Equal(t, oldRev, d.pod.Labels[wellknown.LabelControllerRevisionHash])
@@ -220,10 +232,10 @@ func TestPlanInPlaceUpdate(t *testing.T) {
 			append(pods(2, oldRev), pod("held", oldRev, time.Minute, held)), []string{"held"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := newPlan(tc.cs, tc.pods, newRev, oldRev, now)
+			p := newPlan(tc.cs, tc.pods, newRev, oldRev, now, planGates{}, nil)
 			require.Empty(t, p.deletes)
 			require.Empty(t, p.updateBlocked)
-			require.Equal(t, tc.updates, podNames(p.updates))
+			require.Equal(t, tc.updates, updateNames(p.updates, newRev))
 		})
 	}
 }
@@ -235,7 +247,7 @@ func TestPlanStatus(t *testing.T) {
 		pod("b", newRev, 30*time.Second), // ready 15 s ago: not available yet
 		pod("c", oldRev, time.Hour),
 	}
-	p := newPlan(cs, ps, newRev, oldRev, now)
+	p := newPlan(cs, ps, newRev, oldRev, now, planGates{}, nil)
 	st := p.status(cs)
 	require.EqualValues(t, 3, st.Replicas)
 	require.EqualValues(t, 3, st.ReadyReplicas)
@@ -249,7 +261,7 @@ func TestPlanStatus(t *testing.T) {
 	require.Equal(t, "app=web", st.LabelSelector)
 	require.InDelta(t, (45 * time.Second).Seconds(), p.requeueAfter.Seconds(), 1, "come back when b becomes available")
 
-	all := newPlan(cs, []*corev1.Pod{pod("a", newRev, time.Hour), pod("b", newRev, time.Hour), pod("d", newRev, time.Hour)}, newRev, oldRev, now)
+	all := newPlan(cs, []*corev1.Pod{pod("a", newRev, time.Hour), pod("b", newRev, time.Hour), pod("d", newRev, time.Hour)}, newRev, oldRev, now, planGates{}, nil)
 	require.Equal(t, newRev, all.status(cs).CurrentRevision, "every pod updated: current moves")
 }
 
@@ -263,7 +275,7 @@ func TestPlanSurge(t *testing.T) {
 	})
 	state := pods(3, oldRev)
 	for step := 0; step < 12; step++ {
-		p := newPlan(cs, state, newRev, oldRev, now)
+		p := newPlan(cs, state, newRev, oldRev, now, planGates{}, nil)
 		require.GreaterOrEqual(t, p.available, int32(3), "step %d: availability dropped", step)
 		switch {
 		case p.createNew > 0:
@@ -290,7 +302,7 @@ func TestPlanSurgeWaitsForAvailability(t *testing.T) {
 		cs.Spec.UpdateStrategy.RollingUpdate.MaxSurge = ptr.To(intstr.FromInt32(1))
 	})
 	state := append(pods(3, oldRev), pod("starting", newRev, time.Second, notReady))
-	p := newPlan(cs, state, newRev, oldRev, now)
+	p := newPlan(cs, state, newRev, oldRev, now, planGates{}, nil)
 	require.Empty(t, p.deletes, "the surge pod is not available yet")
 	require.Zero(t, p.createNew, "one surge pod at a time")
 }
@@ -299,7 +311,7 @@ func TestPlanScaleInPrefersPreparingDelete(t *testing.T) {
 	held := pod("held", newRev, time.Hour)
 	held.Labels[wellknown.LabelLifecycleState] = string(wellknown.LifecycleStatePreparingDelete)
 	ps := []*corev1.Pod{pod("a", newRev, time.Hour, notReady), held, pod("b", newRev, time.Minute)}
-	p := newPlan(cloneSet(2, nil), ps, newRev, newRev, now)
+	p := newPlan(cloneSet(2, nil), ps, newRev, newRev, now, planGates{}, nil)
 	require.Equal(t, []string{"held"}, names(p.deletes), "the pod already on its way out goes first")
 }
 
@@ -326,7 +338,7 @@ func TestPlanPreparingDeleteAndScaling(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ps := []*corev1.Pod{pod("a", newRev, time.Hour), pod("b", newRev, time.Hour), held()}
-			p := newPlan(tc.cs, ps, newRev, newRev, now)
+			p := newPlan(tc.cs, ps, newRev, newRev, now, planGates{}, nil)
 			require.Equal(t, tc.wantCreate, p.createNew)
 			require.Empty(t, p.deletes, "a specified pod already leaving is not specified again")
 			require.Equal(t, []string{"held"}, podNames(p.leaving), "looked at every pass until its hook lets go")
@@ -335,7 +347,7 @@ func TestPlanPreparingDeleteAndScaling(t *testing.T) {
 	}
 	t.Run("excluded: scale-in picks another pod", func(t *testing.T) {
 		ps := []*corev1.Pod{pod("a", newRev, time.Hour), pod("b", newRev, time.Minute), held()}
-		p := newPlan(cloneSet(1, exclude), ps, newRev, newRev, now)
+		p := newPlan(cloneSet(1, exclude), ps, newRev, newRev, now, planGates{}, nil)
 		require.Equal(t, []string{"b"}, names(p.deletes))
 	})
 }
@@ -344,7 +356,7 @@ func TestPlanBadPartitionSaysSo(t *testing.T) {
 	cs := cloneSet(4, func(cs *v1beta1.CloneSet) {
 		cs.Spec.UpdateStrategy.RollingUpdate.Partition = ptr.To(intstr.FromString("half"))
 	})
-	p := newPlan(cs, pods(4, oldRev), newRev, oldRev, now)
+	p := newPlan(cs, pods(4, oldRev), newRev, oldRev, now, planGates{}, nil)
 	require.Empty(t, p.deletes, "no update on a partition that does not parse")
 	require.Contains(t, p.updateBlocked, `partition "half"`)
 }

@@ -2,13 +2,15 @@ package cloneset
 
 import (
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/shoal-io/shoal/coordinator/workload/podstatus"
+	"github.com/shoal-io/shoal/coordinator/workload/spreadrank"
+	"github.com/shoal-io/shoal/coordinator/workload/updatesort"
+	"github.com/shoal-io/shoal/protocol/apis/apps/pub"
 	"github.com/shoal-io/shoal/protocol/apis/wellknown"
 )
 
@@ -45,70 +47,14 @@ func podAvailable(p *corev1.Pod, minReady time.Duration, now time.Time) bool {
 	return since != nil && (minReady == 0 || !since.Add(minReady).After(now))
 }
 
-// deletionCost is the pod's controller.kubernetes.io/pod-deletion-cost (0
-// when absent or not a number).
-func deletionCost(p *corev1.Pod) int64 {
-	n, _ := strconv.ParseInt(p.Annotations[wellknown.AnnotationPodDeletionCost], 10, 32)
-	return n
-}
-
-// phaseRank orders phases for scale-in: Pending, Unknown, then Running.
-func phaseRank(p corev1.PodPhase) int {
-	switch p {
-	case corev1.PodPending:
-		return 0
-	case corev1.PodUnknown:
-		return 1
-	case corev1.PodRunning:
-		return 2
-	default:
-		return 3
-	}
-}
-
-// restarts sums the pod's container restarts.
-func restarts(p *corev1.Pod) int32 {
-	var n int32
-	for _, s := range p.Status.ContainerStatuses {
-		n += s.RestartCount
-	}
-	return n
-}
-
 // sortForDeletion orders pods the way a scale-in picks them, first to be
 // deleted first: pods already PreparingDelete (a hook holds them on their
-// way out); unscheduled before scheduled; Pending, Unknown, then
-// Running; not ready before ready; lower pod-deletion-cost first; ready
-// for less time first; more restarts first; newer first.
-func sortForDeletion(pods []*corev1.Pod) {
-	sort.SliceStable(pods, func(i, j int) bool {
-		a, b := pods[i], pods[j]
-		if pa, pb := preparingDelete(a), preparingDelete(b); pa != pb {
-			return pa
-		}
-		if (a.Spec.NodeName == "") != (b.Spec.NodeName == "") {
-			return a.Spec.NodeName == ""
-		}
-		if ra, rb := phaseRank(a.Status.Phase), phaseRank(b.Status.Phase); ra != rb {
-			return ra < rb
-		}
-		if podReady(a) != podReady(b) {
-			return !podReady(a)
-		}
-		if ca, cb := deletionCost(a), deletionCost(b); ca != cb {
-			return ca < cb
-		}
-		if sa, sb := readySince(a), readySince(b); sa != nil && sb != nil && !sa.Equal(*sb) {
-			return sa.After(*sb)
-		}
-		if ra, rb := restarts(a), restarts(b); ra != rb {
-			return ra > rb
-		}
-		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
-			return b.CreationTimestamp.Before(&a.CreationTimestamp)
-		}
-		return a.Name > b.Name
-	})
+// way out), then OpenKruise's order (spreadrank.Sort: unscheduled,
+// pending, not ready, lower pod-deletion-cost, higher spread rank, ready
+// for less time, more restarts, newer first) with rank r.
+func sortForDeletion(pods []*corev1.Pod, r spreadrank.Ranker) {
+	spreadrank.Sort(pods, r)
+	sort.SliceStable(pods, func(i, j int) bool { return preparingDelete(pods[i]) && !preparingDelete(pods[j]) })
 }
 
 // specifiedDelete reports whether the user asked for the pod to go: the
@@ -138,11 +84,13 @@ func preparingUpdate(p *corev1.Pod) bool {
 	return p.Labels[wellknown.LabelLifecycleState] == string(wellknown.LifecycleStatePreparingUpdate)
 }
 
-// sortForUpdate orders old pods the way an update picks them: those a
-// hook holds in PreparingUpdate first (picked before), then the scale-in
+// sortForUpdate orders pods the way an update picks them: those a hook
+// holds in PreparingUpdate first (picked before), then by
+// priorityStrategy and scatterStrategy, and within those the scale-in
 // order (not ready and cheap pods first).
-func sortForUpdate(pods []*corev1.Pod) {
-	sortForDeletion(pods)
+func sortForUpdate(pods []*corev1.Pod, priority *pub.UpdatePriorityStrategy, scatter pub.UpdateScatterStrategy) {
+	spreadrank.Sort(pods, nil)
+	updatesort.Sort(pods, priority, scatter)
 	sort.SliceStable(pods, func(i, j int) bool { return preparingUpdate(pods[i]) && !preparingUpdate(pods[j]) })
 }
 

@@ -18,6 +18,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
+	"github.com/shoal-io/shoal/coordinator/features"
 	"github.com/shoal-io/shoal/coordinator/workload/inplace"
 	"github.com/shoal-io/shoal/coordinator/workload/rollout"
 	"github.com/shoal-io/shoal/protocol/apis/apps/v1alpha1"
@@ -75,7 +76,8 @@ func (c *Controller) preDownload(ctx context.Context, cs *v1beta1.CloneSet, upda
 	if current == update.Name {
 		return c.deletePreDownloads(ctx, cs)
 	}
-	if update.Labels[wellknown.LabelImagePreDownloadCreated] != "" || update.Labels[wellknown.LabelImagePreDownloadIgnored] != "" {
+	if update.Labels[wellknown.LabelImagePreDownloadCreated] != "" || update.Labels[wellknown.LabelImagePreDownloadIgnored] != "" ||
+		!features.Enabled(c.o.Features, features.PreDownloadImageForInPlaceUpdate) {
 		return nil
 	}
 	from, err := c.revisionTemplate(cs, current)

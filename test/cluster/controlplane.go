@@ -78,6 +78,9 @@ func controlPlaneSpecs(cfg *Config, b *pki.Bundle) map[string]procSpec {
 			"--use-service-account-credentials=true",
 			"--service-cluster-ip-range=" + ServiceCIDR,
 			"--controllers=*",
+			// PVCs of the default StorageClass get a hostPath PV (see
+			// StorageClassName).
+			"--enable-hostpath-provisioner=true",
 			"--leader-elect=false",
 			// Fault tests wait for NotReady; 20s keeps them short.
 			"--node-monitor-grace-period=20s",

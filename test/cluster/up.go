@@ -13,10 +13,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 
 	"github.com/shoal-io/shoal/test/cluster/images"
 	"github.com/shoal-io/shoal/test/cluster/pki"
@@ -57,6 +60,9 @@ func Up(ctx context.Context, cfg *Config, self string, log io.Writer) error {
 			if err := writeRegistryHosts(cfg, i); err != nil {
 				return err
 			}
+		}
+		if err := ensureStorageClass(ctx, cfg); err != nil {
+			return err
 		}
 		return pushImages(ctx, cfg)
 	}
@@ -122,6 +128,33 @@ func Up(ctx context.Context, cfg *Config, self string, log io.Writer) error {
 		return err
 	}
 	step(fmt.Sprintf("%d nodes Ready", cfg.Nodes))
+	return ensureStorageClass(ctx, cfg)
+}
+
+// StorageClassName is the local cluster's default StorageClass: the
+// controller-manager's hostPath provisioner (a directory under
+// /tmp/hostpath_pv), so PVCs without a storageClassName (CloneSet and
+// StatefulSet volumeClaimTemplates as users write them) are bound.
+const StorageClassName = "shoal-hostpath"
+
+// ensureStorageClass creates the default StorageClass if it is missing.
+func ensureStorageClass(ctx context.Context, cfg *Config) error {
+	client, err := Client(cfg)
+	if err != nil {
+		return err
+	}
+	sc := &storagev1.StorageClass{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        StorageClassName,
+			Annotations: map[string]string{"storageclass.kubernetes.io/is-default-class": "true"},
+		},
+		Provisioner:   "kubernetes.io/host-path",
+		ReclaimPolicy: ptr.To(corev1.PersistentVolumeReclaimDelete),
+	}
+	_, err = client.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create StorageClass %s: %w", sc.Name, err)
+	}
 	return nil
 }
 

@@ -8,9 +8,11 @@ import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 // +kubebuilder:validation:XValidation:rule="!(has(self.orderPriority) && size(self.orderPriority) > 0 && has(self.weightPriority) && size(self.weightPriority) > 0)",message="priorityStrategy: set only one of orderPriority and weightPriority"
 type UpdatePriorityStrategy struct {
 	// OrderPriority sorts pods by the integer found at the end of the value of
-	// each listed label key (for example 5 in "5" or 10 in "sts-10"). Pods
-	// carrying the first key come first, sorted by its value; pods without it
-	// but with the second key follow, and so on.
+	// each listed label key (for example 5 in "5" or 10 in "sts-10"; a value
+	// without trailing digits counts as 0), larger first. As in OpenKruise,
+	// pods carrying none of the keys come first; then the pods carrying the
+	// first key, sorted by its value; then those whose first key found is
+	// the second; and so on. Ignored when weightPriority is set.
 	//
 	// +optional
 	// +listType=atomic
