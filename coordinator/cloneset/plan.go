@@ -150,11 +150,40 @@ func newPlan(cs *v1beta1.CloneSet, pods []*corev1.Pod, updateRev, current string
 		active -= int32(len(p.leaving))
 	}
 
-	// 1. The user's specified deletes (their replacements come with the
-	// next scale-up).
+	// 1. The user's specified deletes, within maxUnavailable (seed 000's
+	// three cases): a pod that is unavailable anyway goes at once; a ready
+	// one only while fewer than maxUnavailable pods are unavailable. With
+	// maxSurge, when deleting would exceed maxUnavailable, a replacement is
+	// created first and the pod goes once it is available.
 	if len(specified) > 0 {
+		var unavailableOther int32
+		for _, pod := range notAvailable {
+			if !slices.Contains(specified, pod) && !slices.Contains(p.leaving, pod) {
+				unavailableOther++
+			}
+		}
+		target := p.replicas
+		if limits.MaxSurge > 0 {
+			need := unavailableOther + int32(len(specified)) + int32(len(p.leaving)) - limits.MaxUnavailable
+			target += min(max(need, 0), int32(len(specified)), limits.MaxSurge)
+		}
+		if active < target {
+			p.createNew = int(target - active)
+			if updateRev != current {
+				p.createOld = int(min(target-active, max(p.partition-oldForScale, 0)))
+				p.createNew -= p.createOld
+			}
+			return p
+		}
+		readyLimit := limits.MaxUnavailable + (active - p.replicas) - int32(len(notAvailable))
 		for _, pod := range specified {
-			p.deletes = append(p.deletes, deletion{pod, "specified for deletion"})
+			switch {
+			case slices.Contains(notAvailable, pod):
+				p.deletes = append(p.deletes, deletion{pod, "specified for deletion"})
+			case readyLimit > 0:
+				p.deletes = append(p.deletes, deletion{pod, "specified for deletion"})
+				readyLimit--
+			}
 		}
 		return p
 	}

@@ -154,8 +154,55 @@ func TestPlanScale(t *testing.T) {
 	t.Run("specified delete: label and podsToDelete", func(t *testing.T) {
 		ps := []*corev1.Pod{pod("a", newRev, time.Hour), pod("b", newRev, time.Hour, labelled(wellknown.LabelSpecifiedDelete)), pod("c", newRev, time.Hour)}
 		p := newPlan(cloneSet(3, func(cs *v1beta1.CloneSet) { cs.Spec.ScaleStrategy.PodsToDelete = []string{"c"} }), ps, newRev, newRev, now, planGates{}, nil)
-		require.Equal(t, []string{"b", "c"}, names(p.deletes))
+		require.Equal(t, []string{"b"}, names(p.deletes), "maxUnavailable 20% of 3 is 1: one ready pod at a time")
 		require.Zero(t, p.createNew, "replacements come with the next pass")
+		next := newPlan(cloneSet(3, func(cs *v1beta1.CloneSet) { cs.Spec.ScaleStrategy.PodsToDelete = []string{"c"} }), slices.Delete(ps, 1, 2), newRev, newRev, now, planGates{}, nil)
+		require.Equal(t, 1, next.createNew, "the replacement comes before the next specified pod goes")
+		require.Empty(t, next.deletes)
+	})
+}
+
+// TestPlanSpecifiedDeleteWithSurge walks seed 000's three cases of
+// maxUnavailable and maxSurge applied to specified deletes, with pod-a
+// unavailable.
+func TestPlanSpecifiedDeleteWithSurge(t *testing.T) {
+	strategy := func(maxUnavailable int32) *v1beta1.CloneSet {
+		return cloneSet(3, func(cs *v1beta1.CloneSet) {
+			cs.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable = ptr.To(intstr.FromInt32(maxUnavailable))
+			cs.Spec.UpdateStrategy.RollingUpdate.MaxSurge = ptr.To(intstr.FromInt32(1))
+		})
+	}
+	state := func(specified string) []*corev1.Pod {
+		ps := []*corev1.Pod{pod("pod-a", newRev, time.Hour, notReady), pod("pod-b", newRev, time.Hour), pod("pod-c", newRev, time.Hour)}
+		for _, p := range ps {
+			if p.Name == specified {
+				p.Labels[wellknown.LabelSpecifiedDelete] = "true"
+			}
+		}
+		return ps
+	}
+	t.Run("maxUnavailable 2, pod-b specified: deleted at once, then replaced", func(t *testing.T) {
+		p := newPlan(strategy(2), state("pod-b"), newRev, newRev, now, planGates{}, nil)
+		require.Equal(t, []string{"pod-b"}, names(p.deletes))
+		require.Zero(t, p.createNew)
+	})
+	t.Run("maxUnavailable 1, pod-b specified: a new pod first, pod-b once it is available", func(t *testing.T) {
+		ps := state("pod-b")
+		p := newPlan(strategy(1), ps, newRev, newRev, now, planGates{}, nil)
+		require.Empty(t, p.deletes)
+		require.Equal(t, 1, p.createNew)
+		starting := append(ps, pod("surge", newRev, time.Second, notReady))
+		p = newPlan(strategy(1), starting, newRev, newRev, now, planGates{}, nil)
+		require.Empty(t, p.deletes, "the surge pod is not available yet")
+		require.Zero(t, p.createNew)
+		ready := append(ps, pod("surge", newRev, time.Hour))
+		p = newPlan(strategy(1), ready, newRev, newRev, now, planGates{}, nil)
+		require.Equal(t, []string{"pod-b"}, names(p.deletes))
+	})
+	t.Run("maxUnavailable 1, pod-a (unavailable) specified: deleted at once", func(t *testing.T) {
+		p := newPlan(strategy(1), state("pod-a"), newRev, newRev, now, planGates{}, nil)
+		require.Equal(t, []string{"pod-a"}, names(p.deletes))
+		require.Zero(t, p.createNew)
 	})
 }
 
