@@ -6,21 +6,58 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/shoal-io/shoal/protocol/apis/wellknown"
 )
 
 // EnvContainerBarrier is the env var the container launch priority webhook
 // gives every container of a prioritized pod: a configMapKeyRef whose key
 // is p_<priority>. In-place updates follow the same order.
-const EnvContainerBarrier = "KRUISE_CONTAINER_BARRIER"
+const EnvContainerBarrier = wellknown.EnvContainerBarrier
 
-// priority returns c's launch priority from its barrier env, if it has one.
+// priorities returns the launch priority of each container of pod, nil
+// when the pod has none: from the barrier env the launch-priority webhook
+// injects, else from what that webhook reads (a container's
+// KRUISE_CONTAINER_PRIORITY env, or the pod's
+// apps.kruise.io/container-launch-priority: Ordered, first container
+// highest), so pods created without the webhook update in the same order.
+// In a pod with priorities, a container without one has priority 0.
+func priorities(pod *corev1.Pod) map[string]int {
+	out := map[string]int{}
+	ordered := pod.Annotations[wellknown.AnnotationContainerLaunchPriority] == wellknown.ContainerLaunchPriorityOrdered
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		if p, ok := priority(c); ok {
+			out[c.Name] = p
+		} else if ordered {
+			out[c.Name] = -i
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	for i := range pod.Spec.Containers {
+		if _, ok := out[pod.Spec.Containers[i].Name]; !ok {
+			out[pod.Spec.Containers[i].Name] = 0
+		}
+	}
+	return out
+}
+
+// priority returns c's launch priority from its barrier env or its
+// KRUISE_CONTAINER_PRIORITY env, if it has one.
 func priority(c *corev1.Container) (int, bool) {
 	for _, e := range c.Env {
-		if e.Name != EnvContainerBarrier || e.ValueFrom == nil || e.ValueFrom.ConfigMapKeyRef == nil {
-			continue
+		if e.Name == EnvContainerBarrier && e.ValueFrom != nil && e.ValueFrom.ConfigMapKeyRef != nil {
+			p, err := strconv.Atoi(strings.TrimPrefix(e.ValueFrom.ConfigMapKeyRef.Key, "p_"))
+			return p, err == nil
 		}
-		p, err := strconv.Atoi(strings.TrimPrefix(e.ValueFrom.ConfigMapKeyRef.Key, "p_"))
-		return p, err == nil
+	}
+	for _, e := range c.Env {
+		if e.Name == wellknown.EnvContainerPriority && e.ValueFrom == nil {
+			p, err := strconv.Atoi(e.Value)
+			return p, err == nil
+		}
 	}
 	return 0, false
 }
@@ -44,28 +81,25 @@ func (s *Spec) containers() []string {
 
 // Split divides s into the batch to apply to pod now and the rest, which
 // waits until this batch's containers run and are ready (nil when
-// nothing waits). Containers without a launch priority always go now; of
-// those with one, only the highest priority goes now. A container that
+// nothing waits). In a pod without launch priorities every container
+// goes now; in one with them, only the highest priority among the
+// changed containers goes now. A container that
 // reads a changed label or annotation that a container of this batch also
 // reads joins the batch: the key changes once, for both. Label and
 // annotation changes read only by waiting containers wait with them.
 func Split(pod *corev1.Pod, s *Spec) (now, next *Spec) {
-	prio := map[string]int{}
-	hasPrio := map[string]bool{}
-	for i := range pod.Spec.Containers {
-		c := &pod.Spec.Containers[i]
-		prio[c.Name], hasPrio[c.Name] = priority(c)
-	}
+	prio := priorities(pod)
 	changed := s.containers()
 	top, found := 0, false
 	for _, c := range changed {
-		if hasPrio[c] && (!found || prio[c] > top) {
-			top, found = prio[c], true
+		if p, ok := prio[c]; ok && (!found || p > top) {
+			top, found = p, true
 		}
 	}
 	inNow := map[string]bool{}
 	for _, c := range changed {
-		inNow[c] = !hasPrio[c] || prio[c] == top
+		p, ok := prio[c]
+		inNow[c] = !ok || p == top
 	}
 	// Containers sharing a changed key with the batch join it, until no
 	// more join.

@@ -114,8 +114,33 @@ func TestSplitByPriority(t *testing.T) {
 	s, err := Calculate(from, to, "r2")
 	require.NoError(t, err)
 	now, next := Split(podFor(from), s)
-	require.Equal(t, map[string]string{"redis": "redis:7.2", "plain": "busybox:1.37"}, now.Images, "containers without a priority always go first")
-	require.Equal(t, map[string]string{"nginx": "nginx:1.26"}, next.Images)
+	require.Equal(t, map[string]string{"redis": "redis:7.2"}, now.Images)
+	require.Equal(t, map[string]string{"nginx": "nginx:1.26", "plain": "busybox:1.37"}, next.Images, "in a prioritized pod a container without a priority has 0")
+
+	t.Run("KRUISE_CONTAINER_PRIORITY without the webhook's barrier (seed 000)", func(t *testing.T) {
+		from := template(map[string]string{"app": "web"},
+			container("sidecar", "x:1", corev1.EnvVar{Name: "KRUISE_CONTAINER_PRIORITY", Value: "10"}),
+			container("main", "y:1"))
+		to := from.DeepCopy()
+		to.Spec.Containers[0].Image, to.Spec.Containers[1].Image = "x:2", "y:2"
+		s, err := Calculate(from, to, "r2")
+		require.NoError(t, err)
+		now, next := Split(podFor(from), s)
+		require.Equal(t, map[string]string{"sidecar": "x:2"}, now.Images)
+		require.Equal(t, map[string]string{"main": "y:2"}, next.Images)
+	})
+	t.Run("container-launch-priority Ordered: the first container first", func(t *testing.T) {
+		from := template(nil, container("first", "x:1"), container("second", "y:1"))
+		to := from.DeepCopy()
+		to.Spec.Containers[0].Image, to.Spec.Containers[1].Image = "x:2", "y:2"
+		s, err := Calculate(from, to, "r2")
+		require.NoError(t, err)
+		pod := podFor(from)
+		pod.Annotations = map[string]string{"apps.kruise.io/container-launch-priority": "Ordered"}
+		now, next := Split(pod, s)
+		require.Equal(t, map[string]string{"first": "x:2"}, now.Images)
+		require.Equal(t, map[string]string{"second": "y:2"}, next.Images)
+	})
 
 	t.Run("no priorities: one batch", func(t *testing.T) {
 		from := template(nil, container("a", "x:1"), container("b", "y:1"))
