@@ -8,6 +8,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	shoalclient "github.com/shoal-io/shoal/protocol/client/clientset/versioned"
@@ -19,6 +20,10 @@ type env struct {
 	// clients returns the Shoal and Kubernetes clients of the kubeconfig
 	// and the namespace of its context.
 	clients func(g *globalOptions) (shoalclient.Interface, kubernetes.Interface, string, error)
+	// dynamic returns a dynamic client of the kubeconfig (for kinds Shoal
+	// does not serve, such as Kruise Rollout's) and its context's
+	// namespace.
+	dynamic func(g *globalOptions) (dynamic.Interface, string, error)
 	// proxyGet GETs path from the port named port of the Service
 	// namespace/service, through the apiserver's service proxy.
 	proxyGet func(ctx context.Context, kube kubernetes.Interface, namespace, service, port, path string) ([]byte, error)
@@ -31,7 +36,21 @@ type env struct {
 // defaultEnv is the plugin's environment: the kubeconfig's cluster and the
 // real clock.
 func defaultEnv() env {
-	return env{clients: kubeconfigClients, proxyGet: serviceProxyGet, now: time.Now, refresh: 2 * time.Second}
+	return env{clients: kubeconfigClients, dynamic: kubeconfigDynamic, proxyGet: serviceProxyGet, now: time.Now, refresh: 2 * time.Second}
+}
+
+// kubeconfigDynamic returns a dynamic client of the kubeconfig's cluster
+// and the context's namespace.
+func kubeconfigDynamic(g *globalOptions) (dynamic.Interface, string, error) {
+	cfg, ns, err := loadConfig(g)
+	if err != nil {
+		return nil, "", err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, "", fmt.Errorf("client for %s: %w", cfg.Host, err)
+	}
+	return dyn, ns, nil
 }
 
 // kubeconfigClients returns clients of the cluster the kubeconfig and

@@ -41,7 +41,8 @@ func newRolloutCommand(g *globalOptions) *cobra.Command {
 		Use:   "rollout",
 		Short: "Manage the rollout of a CloneSet",
 		Long: "Watch, pause, resume, restart and undo the rollout of a CloneSet, and list its\n" +
-			"revisions. Name the workload as cloneset/NAME (or cloneset NAME).",
+			"revisions. Name the workload as cloneset/NAME (or cloneset NAME). approve lets a\n" +
+			"Kruise Rollout (rollout/NAME, rollouts.kruise.io) go on to its next canary step.",
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
@@ -50,7 +51,7 @@ func newRolloutCommand(g *globalOptions) *cobra.Command {
 			return unknownCommand(cmd, args[0])
 		},
 	}
-	cmd.AddCommand(newRolloutStatusCommand(g), newRolloutHistoryCommand(g), newRolloutUndoCommand(g),
+	cmd.AddCommand(newRolloutStatusCommand(g), newRolloutHistoryCommand(g), newRolloutUndoCommand(g), newRolloutApproveCommand(g),
 		newRolloutPatchCommand(g, "pause", "Pause the rollout: pods keep their revision until it is resumed",
 			func(cs *v1beta1.CloneSet) (any, error) { return pausedPatch(cs, true) }, "paused"),
 		newRolloutPatchCommand(g, "resume", "Resume a paused rollout",

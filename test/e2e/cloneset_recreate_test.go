@@ -42,7 +42,7 @@ func TestCloneSetChangeResourcesRecreates(t *testing.T) {
 	updateCloneSet(ctx, t, f, name, func(cs *v1beta1.CloneSet) {
 		cs.Spec.Template.Spec.Containers[0].Resources = corev1.ResourceRequirements{Requests: guaranteed, Limits: guaranteed}
 	})
-	cs = waitCloneSet(ctx, t, f, name, "updated and ready", func(cs *v1beta1.CloneSet) bool {
+	waitCloneSet(ctx, t, f, name, "updated and ready", func(cs *v1beta1.CloneSet) bool {
 		return settled(1, 1)(cs) && cs.Status.CurrentRevision == cs.Status.UpdateRevision
 	})
 	after := cloneSetPods(ctx, t, f, name)
