@@ -41,9 +41,11 @@ type Updater struct {
 	// update.
 	Restart func(ctx context.Context, pod *corev1.Pod, st *pub.InPlaceUpdateState, containers []string) (bool, error)
 
-	// finished remembers the pod copies (UID and resourceVersion) whose
-	// update Refresh marked done, until the informer shows the write: a
-	// sync on the older copy then writes nothing again. Values are when.
+	// finished remembers the updates (pod UID, the time its
+	// InPlaceUpdateReady went False and its state annotation) that
+	// Refresh marked done, until the informer shows the write: a sync on
+	// any older copy of the pod (the kubelet writes status meanwhile)
+	// then writes nothing again. Values are when.
 	finished sync.Map
 }
 
@@ -185,7 +187,7 @@ func (u *Updater) Refresh(ctx context.Context, pod *corev1.Pod) (Progress, error
 	if !InProgress(pod) {
 		return Progress{Done: true}, nil
 	}
-	mark := string(pod.UID) + "/" + pod.ResourceVersion
+	mark := updateMark(pod)
 	if _, ok := u.finished.Load(mark); ok {
 		return Progress{Waiting: "the informer to show the finished update"}, nil
 	}
@@ -251,6 +253,18 @@ func (u *Updater) Refresh(ctx context.Context, pod *corev1.Pod) (Progress, error
 	})
 	u.finished.Store(mark, now.Time)
 	return Progress{Done: true}, nil
+}
+
+// updateMark names one in-place update of pod: its UID, when its
+// InPlaceUpdateReady went False and its state annotation (the revision
+// and start of the update). Every copy of the pod during that update has
+// the same mark, whatever else changed.
+func updateMark(pod *corev1.Pod) string {
+	var since string
+	if c := podstatus.Condition(pod, wellknown.ConditionInPlaceUpdateReady); c != nil {
+		since = c.LastTransitionTime.UTC().Format(time.RFC3339)
+	}
+	return string(pod.UID) + "/" + since + "/" + pod.Annotations[wellknown.AnnotationInPlaceUpdateState]
 }
 
 // patchCondition writes p's InPlaceUpdateReady condition with a strategic

@@ -131,6 +131,16 @@ func TestUpdaterImageUpdate(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, p.Done, "a sync on the copy before the write (the informer lags) waits")
 	require.Len(t, h.client.Actions(), writes, "and writes nothing again")
+
+	// The kubelet wrote status before our write landed: a newer copy,
+	// still without the True, is the same update.
+	kubeletCopy := stale.DeepCopy()
+	kubeletCopy.ResourceVersion += "-kubelet"
+	kubeletCopy.Status.ContainerStatuses[0].Ready = true
+	p, err = h.u.Refresh(t.Context(), kubeletCopy)
+	require.NoError(t, err)
+	require.False(t, p.Done)
+	require.Len(t, h.client.Actions(), writes, "no second True for the same update")
 }
 
 func TestUpdaterGracePeriod(t *testing.T) {
