@@ -39,6 +39,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/shoal-io/shoal/coordinator/auth"
+	"github.com/shoal-io/shoal/coordinator/broadcastjob"
 	"github.com/shoal-io/shoal/coordinator/certs"
 	"github.com/shoal-io/shoal/coordinator/cloneset"
 	"github.com/shoal-io/shoal/coordinator/dispatch"
@@ -197,6 +198,16 @@ func Run(ctx context.Context, o Options) error {
 	}
 	synced = append(synced, sets.HasSynced)
 
+	bcj, err := broadcastjob.New(broadcastjob.Options{
+		Client: client, Shoal: shoal,
+		Jobs: shoalInformers.Apps().V1beta1().BroadcastJobs().Informer(), Pods: podInformer, Nodes: nodeInformer,
+		IsLeader: isLeader, Recorder: recorder,
+	})
+	if err != nil {
+		return err
+	}
+	synced = append(synced, bcj.HasSynced)
+
 	readiness, err := podreadiness.New(podreadiness.Options{Client: client, Pods: podInformer, IsLeader: isLeader, Registerer: reg})
 	if err != nil {
 		return err
@@ -256,6 +267,7 @@ func Run(ctx context.Context, o Options) error {
 	hooks.Handle(webhook.ImageListPullJobValidatePath, webhook.ValidateImageListPullJob)
 	hooks.Handle(webhook.PodMutatePath, webhook.PodReadinessGate(o.KruisePodReadinessGate))
 	hooks.Handle(webhook.CloneSetValidatePath, webhook.NewCloneSetAdmission(livePods).Validate)
+	hooks.Handle(webhook.BroadcastJobValidatePath, webhook.ValidateBroadcastJob)
 	hooks.HandleConversion(webhook.ConvertPath, conversion.Convert)
 
 	var informersSynced atomic.Bool
@@ -286,6 +298,7 @@ func Run(ctx context.Context, o Options) error {
 	g.Go(func() error { return crrs.Run(ctx) })
 	g.Go(func() error { return readiness.Run(ctx) })
 	g.Go(func() error { return sets.Run(ctx) })
+	g.Go(func() error { return bcj.Run(ctx) })
 	g.Go(func() error { return pulls.Run(ctx) })
 	g.Go(func() error { return lists.Run(ctx) })
 	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
@@ -342,6 +355,7 @@ func Run(ctx context.Context, o Options) error {
 			crrs.Resync()
 			readiness.Resync()
 			sets.Resync()
+			bcj.Resync()
 			pulls.Resync()
 			lists.Resync()
 		}, func() {

@@ -39,6 +39,7 @@ var serialTests = []string{
 	"TestImagePullJobSurvivesAgentRestart",
 	"TestImageSwarmThroughMirror",
 	"TestStorageVersionMigration",
+	"TestBroadcastJobNewNode",
 }
 
 // serial marks t as a test of the serial group. It fails t if t is not in

@@ -74,6 +74,15 @@ const (
 	// pod's claims and to reuse them when the pod is recreated.
 	LabelCloneSetInstanceID = "apps.kruise.io/cloneset-instance-id"
 
+	// LabelBroadcastJobName is set by the BroadcastJob controller on each
+	// pod it creates to the job's name (OpenKruise's key, without a
+	// prefix, as a Job's job-name label).
+	LabelBroadcastJobName = "broadcastjob-name"
+
+	// LabelBroadcastJobControllerUID is set by the BroadcastJob controller
+	// on each pod it creates to the job's UID.
+	LabelBroadcastJobControllerUID = "broadcastjob-controller-uid"
+
 	// LabelSpecifiedDelete is set on a pod by users (or by CloneSet itself for
 	// a recreate update, with the value "true") to ask the owning CloneSet or
 	// Advanced StatefulSet to delete that particular pod; any value counts.

@@ -57,6 +57,8 @@ var entries = []entry{
 
 	// CloneSet scaling and deletion.
 	{"LabelCloneSetInstanceID", LabelCloneSetInstanceID, kindKey},
+	{"LabelBroadcastJobName", LabelBroadcastJobName, kindKey},
+	{"LabelBroadcastJobControllerUID", LabelBroadcastJobControllerUID, kindKey},
 	{"LabelSpecifiedDelete", LabelSpecifiedDelete, kindKey},
 	{"LabelCloneSetScalingExcludePreparingDelete", LabelCloneSetScalingExcludePreparingDelete, kindKey},
 	{"AnnotationPodDeletionCost", AnnotationPodDeletionCost, kindKey},
