@@ -13,13 +13,13 @@ import (
 
 	"github.com/spf13/cobra"
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	workloadrevision "github.com/shoal-io/shoal/coordinator/workload/revision"
 	"github.com/shoal-io/shoal/protocol/apis/apps/v1beta1"
 	shoalclient "github.com/shoal-io/shoal/protocol/client/clientset/versioned"
 )
@@ -358,19 +358,6 @@ func revisionsOf(ctx context.Context, kube kubernetes.Interface, cs *v1beta1.Clo
 	return out, nil
 }
 
-// revisionTemplate decodes a CloneSet revision's pod template.
-func revisionTemplate(r *appsv1.ControllerRevision) (*corev1.PodTemplateSpec, error) {
-	var d struct {
-		Spec struct {
-			Template corev1.PodTemplateSpec `json:"template"`
-		} `json:"spec"`
-	}
-	if err := json.Unmarshal(r.Data.Raw, &d); err != nil {
-		return nil, fmt.Errorf("decode revision %s: %w", r.Name, err)
-	}
-	return &d.Spec.Template, nil
-}
-
 // newRolloutHistoryCommand returns `kubectl kruise rollout history`.
 func newRolloutHistoryCommand(g *globalOptions) *cobra.Command {
 	var o rolloutOptions
@@ -401,7 +388,7 @@ func newRolloutHistoryCommand(g *globalOptions) *cobra.Command {
 				if i < 0 {
 					return fmt.Errorf("cloneset %q has no revision %d; list them with 'kubectl kruise rollout history cloneset/%s'", name, revision, name)
 				}
-				tmpl, err := revisionTemplate(&revs[i])
+				tmpl, err := workloadrevision.Template(&revs[i])
 				if err != nil {
 					return err
 				}
@@ -423,7 +410,7 @@ func newRolloutHistoryCommand(g *globalOptions) *cobra.Command {
 				case cs.Status.CurrentRevision:
 					pods = "current"
 				}
-				cause := r.Annotations["kubernetes.io/change-cause"]
+				cause := r.Annotations[workloadrevision.AnnotationChangeCause]
 				if cause == "" {
 					cause = "<none>"
 				}
@@ -468,7 +455,7 @@ func newRolloutUndoCommand(g *globalOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			tmpl, err := revisionTemplate(target)
+			tmpl, err := workloadrevision.Template(target)
 			if err != nil {
 				return err
 			}
@@ -504,7 +491,7 @@ func undoTarget(cs *v1beta1.CloneSet, revs []appsv1.ControllerRevision, to int64
 	}
 	cur, _ := json.Marshal(cs.Spec.Template)
 	for i := len(revs) - 1; i >= 0; i-- {
-		t, err := revisionTemplate(&revs[i])
+		t, err := workloadrevision.Template(&revs[i])
 		if err != nil {
 			continue
 		}

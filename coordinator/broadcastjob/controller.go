@@ -43,6 +43,7 @@ import (
 
 	"github.com/shoal-io/shoal/coordinator/syncloop"
 	"github.com/shoal-io/shoal/coordinator/workload/expectations"
+	"github.com/shoal-io/shoal/coordinator/workload/placement"
 	"github.com/shoal-io/shoal/protocol/apis/apps/v1beta1"
 	"github.com/shoal-io/shoal/protocol/apis/wellknown"
 	shoalclient "github.com/shoal-io/shoal/protocol/client/clientset/versioned"
@@ -296,7 +297,7 @@ func (c *Controller) createPod(ctx context.Context, job *v1beta1.BroadcastJob, k
 	if pod.Spec.RestartPolicy == "" {
 		pod.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
 	}
-	pinToNode(&pod.Spec, node)
+	placement.PinToNode(&pod.Spec, node)
 	c.expect.Expect(key, expectations.Create, pod.Name)
 	_, err := c.o.Client.CoreV1().Pods(job.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
@@ -309,37 +310,6 @@ func (c *Controller) createPod(ctx context.Context, job *v1beta1.BroadcastJob, k
 	}
 	c.o.Recorder.Eventf(job, nil, corev1.EventTypeNormal, "SuccessfulCreate", "Create", "created pod %s for node %s", pod.Name, node)
 	return nil
-}
-
-// pinToNode makes the pod's required node affinity select node by name
-// (replacing the template's metadata.name terms, keeping its others).
-func pinToNode(spec *corev1.PodSpec, node string) {
-	field := corev1.NodeSelectorRequirement{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}
-	if spec.Affinity == nil {
-		spec.Affinity = &corev1.Affinity{}
-	}
-	if spec.Affinity.NodeAffinity == nil {
-		spec.Affinity.NodeAffinity = &corev1.NodeAffinity{}
-	}
-	req := spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution
-	if req == nil || len(req.NodeSelectorTerms) == 0 {
-		spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution = &corev1.NodeSelector{
-			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{field}}},
-		}
-		return
-	}
-	// Terms are ORed: the name goes into each, so every way of matching
-	// still ends on this node.
-	for i := range req.NodeSelectorTerms {
-		t := &req.NodeSelectorTerms[i]
-		var fields []corev1.NodeSelectorRequirement
-		for _, f := range t.MatchFields {
-			if f.Key != "metadata.name" {
-				fields = append(fields, f)
-			}
-		}
-		t.MatchFields = append(fields, field)
-	}
 }
 
 // deletePod deletes a pod of the job.

@@ -9,10 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
-	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
-	"k8s.io/klog/v2"
 
+	"github.com/shoal-io/shoal/coordinator/workload/placement"
 	"github.com/shoal-io/shoal/protocol/apis/apps/v1beta1"
 )
 
@@ -39,43 +37,6 @@ type plan struct {
 	finished string
 	// requeueAfter asks to look again (the active deadline).
 	requeueAfter time.Duration
-}
-
-// eligible reports whether node can run the job's pod: the template's
-// nodeName, nodeSelector and required node affinity select it, and its
-// NoSchedule and NoExecute taints are tolerated (a cordoned or not-ready
-// node carries such taints).
-func eligible(tmpl *corev1.PodTemplateSpec, node *corev1.Node) bool {
-	spec := &tmpl.Spec
-	if spec.NodeName != "" && spec.NodeName != node.Name {
-		return false
-	}
-	pod := &corev1.Pod{Spec: *spec}
-	if ok, _ := nodeaffinity.GetRequiredNodeAffinity(pod).Match(node); !ok {
-		return false
-	}
-	_, untolerated := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), node.Spec.Taints, spec.Tolerations, func(t *corev1.Taint) bool {
-		return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
-	}, false)
-	return !untolerated
-}
-
-// targetNode is the node a pod of the job was made for: its nodeName once
-// bound, else the node its affinity names.
-func targetNode(p *corev1.Pod) string {
-	if p.Spec.NodeName != "" {
-		return p.Spec.NodeName
-	}
-	if a := p.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
-		for _, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
-			for _, f := range term.MatchFields {
-				if f.Key == "metadata.name" && f.Operator == corev1.NodeSelectorOpIn && len(f.Values) == 1 {
-					return f.Values[0]
-				}
-			}
-		}
-	}
-	return ""
 }
 
 // failedPod reports whether a pod of the job failed: phase Failed, or (a
@@ -119,11 +80,11 @@ func newPlan(job *v1beta1.BroadcastJob, nodes []*corev1.Node, pods []*corev1.Pod
 	}
 	byNode := map[string][]*corev1.Pod{}
 	for _, pod := range pods {
-		byNode[targetNode(pod)] = append(byNode[targetNode(pod)], pod)
+		byNode[placement.TargetNode(pod)] = append(byNode[placement.TargetNode(pod)], pod)
 	}
 	var eligibleNodes []string
 	for _, n := range nodes {
-		if eligible(&job.Spec.Template, n) {
+		if placement.Eligible(&job.Spec.Template.Spec, n) {
 			eligibleNodes = append(eligibleNodes, n.Name)
 		}
 	}

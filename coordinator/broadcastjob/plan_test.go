@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/shoal-io/shoal/coordinator/workload/placement"
 	"github.com/shoal-io/shoal/protocol/apis/apps/v1beta1"
 )
 
@@ -22,7 +23,7 @@ func node(name string, taints ...corev1.Taint) *corev1.Node {
 
 func jobPod(name, nodeName string, phase corev1.PodPhase) *corev1.Pod {
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever}, Status: corev1.PodStatus{Phase: phase}}
-	pinToNode(&p.Spec, nodeName)
+	placement.PinToNode(&p.Spec, nodeName)
 	return p
 }
 
@@ -123,21 +124,4 @@ func TestRestartLimit(t *testing.T) {
 	require.EqualValues(t, 0, p.status.Active)
 	require.Equal(t, reasonCompleted, p.finished, "Continue: the job completes")
 	require.Equal(t, []*corev1.Pod{restarting}, p.deletes, "and the pod still restarting is stopped")
-}
-
-func TestPinToNode(t *testing.T) {
-	spec := &corev1.PodSpec{Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
-		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{
-			{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"a"}}}},
-			{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"other"}}}},
-		}},
-	}}}
-	pinToNode(spec, "n1")
-	terms := spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
-	require.Len(t, terms, 2)
-	for _, term := range terms {
-		require.Equal(t, []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"n1"}}}, term.MatchFields)
-	}
-	require.Len(t, terms[0].MatchExpressions, 1, "the template's other requirements stay")
-	require.Equal(t, "n1", targetNode(&corev1.Pod{Spec: *spec}))
 }

@@ -60,6 +60,7 @@ import (
 	"github.com/shoal-io/shoal/coordinator/workload/expectations"
 	"github.com/shoal-io/shoal/coordinator/workload/inplace"
 	"github.com/shoal-io/shoal/coordinator/workload/lifecycle"
+	"github.com/shoal-io/shoal/coordinator/workload/revision"
 	"github.com/shoal-io/shoal/protocol/apis/apps/v1beta1"
 	"github.com/shoal-io/shoal/protocol/apis/wellknown"
 	shoalclient "github.com/shoal-io/shoal/protocol/client/clientset/versioned"
@@ -337,62 +338,27 @@ func (c *Controller) syncRevisions(ctx context.Context, cs *v1beta1.CloneSet, po
 		return nil, "", err
 	}
 	revs := make([]*appsv1.ControllerRevision, 0, len(objs))
-	var maxNumber int64
 	for _, o := range objs {
-		r := o.(*appsv1.ControllerRevision)
-		revs = append(revs, r)
-		maxNumber = max(maxNumber, r.Revision)
-	}
-	hash, err := templateHash(&cs.Spec.Template, cs.Status.CollisionCount)
-	if err != nil {
-		return nil, "", err
-	}
-	name := cs.Name + "-" + hash
-	var update *appsv1.ControllerRevision
-	for _, r := range revs {
-		if r.Name == name {
-			update = r
-		}
-	}
-	if update == nil {
-		want, err := newRevision(cs, hash, maxNumber+1)
-		if err != nil {
-			return nil, "", err
-		}
-		update, err = c.o.Client.AppsV1().ControllerRevisions(cs.Namespace).Create(ctx, want, metav1.CreateOptions{})
-		if apierrors.IsAlreadyExists(err) {
-			update, err = c.o.Client.AppsV1().ControllerRevisions(cs.Namespace).Get(ctx, name, metav1.GetOptions{})
-		}
-		if err != nil {
-			return nil, "", fmt.Errorf("create ControllerRevision %s: %w", name, err)
-		}
-		revs = append(revs, update)
+		revs = append(revs, o.(*appsv1.ControllerRevision))
 	}
 	current := cs.Status.CurrentRevision
-	if current == "" {
-		current = update.Name
+	used := map[string]bool{}
+	if current != "" {
+		used[current] = true
 	}
-	// History: keep revisions pods use, the current and the update one,
-	// and the newest revisionHistoryLimit others.
-	limit := int(ptr.Deref(cs.Spec.RevisionHistoryLimit, 10))
-	used := map[string]bool{update.Name: true, current: true}
 	for _, p := range pods {
 		used[revisionOf(p, cs.Name)] = true
 	}
-	sort.Slice(revs, func(i, j int) bool { return revs[i].Revision > revs[j].Revision })
-	kept := 0
-	for _, r := range revs {
-		if used[r.Name] {
-			continue
-		}
-		if kept < limit {
-			kept++
-			continue
-		}
-		err := c.o.Client.AppsV1().ControllerRevisions(cs.Namespace).Delete(ctx, r.Name, metav1.DeleteOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
-			return nil, "", fmt.Errorf("delete old ControllerRevision %s: %w", r.Name, err)
-		}
+	update, err := revision.Sync(ctx, c.o.Client, revision.Owner{
+		Object: cs, Kind: v1beta1.SchemeGroupVersion.WithKind("CloneSet"),
+		Template: &cs.Spec.Template, CollisionCount: cs.Status.CollisionCount,
+		Labels: cs.Spec.Selector.MatchLabels, HistoryLimit: int(ptr.Deref(cs.Spec.RevisionHistoryLimit, 10)),
+	}, revs, used)
+	if err != nil {
+		return nil, "", err
+	}
+	if current == "" {
+		current = update.Name
 	}
 	return update, current, nil
 }
@@ -406,7 +372,7 @@ func (c *Controller) revisionTemplate(cs *v1beta1.CloneSet, name string) (*corev
 	if !exists {
 		return nil, fmt.Errorf("ControllerRevision %s/%s not found", cs.Namespace, name)
 	}
-	return templateOf(obj.(*appsv1.ControllerRevision))
+	return revision.Template(obj.(*appsv1.ControllerRevision))
 }
 
 // act carries out the plan: specified deletes, then scale, else update
