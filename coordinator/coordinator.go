@@ -42,6 +42,7 @@ import (
 	"github.com/shoal-io/shoal/coordinator/broadcastjob"
 	"github.com/shoal-io/shoal/coordinator/certs"
 	"github.com/shoal-io/shoal/coordinator/cloneset"
+	"github.com/shoal-io/shoal/coordinator/daemonset"
 	"github.com/shoal-io/shoal/coordinator/dispatch"
 	"github.com/shoal-io/shoal/coordinator/imagelistpull"
 	"github.com/shoal-io/shoal/coordinator/imagepull"
@@ -198,6 +199,17 @@ func Run(ctx context.Context, o Options) error {
 	}
 	synced = append(synced, sets.HasSynced)
 
+	daemons, err := daemonset.New(daemonset.Options{
+		Client: client, Shoal: shoal,
+		DaemonSets: shoalInformers.Apps().V1beta1().DaemonSets().Informer(), Pods: podInformer, Nodes: nodeInformer,
+		Revisions: kubeInformers.Apps().V1().ControllerRevisions().Informer(),
+		IsLeader:  isLeader, Recorder: recorder,
+	})
+	if err != nil {
+		return err
+	}
+	synced = append(synced, daemons.HasSynced)
+
 	bcj, err := broadcastjob.New(broadcastjob.Options{
 		Client: client, Shoal: shoal,
 		Jobs: shoalInformers.Apps().V1beta1().BroadcastJobs().Informer(), Pods: podInformer, Nodes: nodeInformer,
@@ -268,6 +280,7 @@ func Run(ctx context.Context, o Options) error {
 	hooks.Handle(webhook.PodMutatePath, webhook.PodReadinessGate(o.KruisePodReadinessGate))
 	hooks.Handle(webhook.CloneSetValidatePath, webhook.NewCloneSetAdmission(livePods).Validate)
 	hooks.Handle(webhook.BroadcastJobValidatePath, webhook.ValidateBroadcastJob)
+	hooks.Handle(webhook.DaemonSetValidatePath, webhook.ValidateDaemonSet)
 	hooks.HandleConversion(webhook.ConvertPath, conversion.Convert)
 
 	var informersSynced atomic.Bool
@@ -299,6 +312,7 @@ func Run(ctx context.Context, o Options) error {
 	g.Go(func() error { return readiness.Run(ctx) })
 	g.Go(func() error { return sets.Run(ctx) })
 	g.Go(func() error { return bcj.Run(ctx) })
+	g.Go(func() error { return daemons.Run(ctx) })
 	g.Go(func() error { return pulls.Run(ctx) })
 	g.Go(func() error { return lists.Run(ctx) })
 	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
@@ -356,6 +370,7 @@ func Run(ctx context.Context, o Options) error {
 			readiness.Resync()
 			sets.Resync()
 			bcj.Resync()
+			daemons.Resync()
 			pulls.Resync()
 			lists.Resync()
 		}, func() {

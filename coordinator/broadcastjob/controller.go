@@ -26,7 +26,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -42,6 +41,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/shoal-io/shoal/coordinator/syncloop"
+	"github.com/shoal-io/shoal/coordinator/workload"
 	"github.com/shoal-io/shoal/coordinator/workload/expectations"
 	"github.com/shoal-io/shoal/coordinator/workload/placement"
 	"github.com/shoal-io/shoal/protocol/apis/apps/v1beta1"
@@ -68,17 +68,17 @@ type Options struct {
 
 // Controller reconciles BroadcastJobs.
 type Controller struct {
-	o      Options
-	queue  syncloop.Queue
-	expect *expectations.Expectations
-	regs   []cache.ResourceEventHandlerRegistration
-	jobs   cache.Indexer
-	pods   cache.Indexer
-	nodes  cache.Indexer
+	workload.Loop
+	o     Options
+	pods  cache.Indexer
+	nodes cache.Indexer
 }
 
 // byOwner indexes pods by their BroadcastJob's UID.
 const byOwner = "broadcastjob-owner"
+
+// owner finds the pods of BroadcastJobs.
+var owner = workload.Owner{Kind: "BroadcastJob", Group: v1beta1.SchemeGroupVersion.Group}
 
 // maxCreatesPerSync bounds the pods one sync creates.
 const maxCreatesPerSync = 100
@@ -89,19 +89,13 @@ func New(o Options) (*Controller, error) {
 		o.Clock = clock.RealClock{}
 	}
 	c := &Controller{
-		o: o, queue: syncloop.NewQueue("broadcastjob", nil), expect: expectations.New(o.Clock, 0),
-		jobs: o.Jobs.GetIndexer(), pods: o.Pods.GetIndexer(), nodes: o.Nodes.GetIndexer(),
+		Loop: workload.Loop{
+			Queue: syncloop.NewQueue("broadcastjob", nil), Expect: expectations.New(o.Clock, 0),
+			Owner: owner, Workloads: o.Jobs.GetIndexer(),
+		},
+		o: o, pods: o.Pods.GetIndexer(), nodes: o.Nodes.GetIndexer(),
 	}
-	if err := o.Pods.AddIndexers(cache.Indexers{byOwner: func(obj any) ([]string, error) {
-		p, ok := obj.(*corev1.Pod)
-		if !ok {
-			return nil, nil
-		}
-		if ref := metav1.GetControllerOf(p); ref != nil && ref.Kind == "BroadcastJob" {
-			return []string{string(ref.UID)}, nil
-		}
-		return nil, nil
-	}}); err != nil {
+	if err := o.Pods.AddIndexers(owner.Indexers(byOwner)); err != nil {
 		return nil, fmt.Errorf("index pods by BroadcastJob: %w", err)
 	}
 	for _, h := range []struct {
@@ -109,94 +103,39 @@ func New(o Options) (*Controller, error) {
 		handler cache.ResourceEventHandler
 		what    string
 	}{
-		{o.Jobs, cache.ResourceEventHandlerFuncs{
-			AddFunc: c.enqueue, UpdateFunc: func(_, obj any) { c.enqueue(obj) }, DeleteFunc: c.enqueue,
-		}, "BroadcastJobs"},
-		{o.Pods, cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { c.podEvent(obj, expectations.Create) },
-			UpdateFunc: func(_, obj any) { c.podEvent(obj, "") },
-			DeleteFunc: func(obj any) { c.podEvent(obj, expectations.Delete) },
-		}, "pods for BroadcastJobs"},
+		{o.Jobs, c.WorkloadHandler(), "BroadcastJobs"},
+		{o.Pods, c.PodHandler(), "pods for BroadcastJobs"},
 		{o.Nodes, cache.ResourceEventHandlerFuncs{
-			AddFunc: c.nodeEvent, UpdateFunc: func(old, obj any) { c.nodeUpdate(old, obj) }, DeleteFunc: c.nodeEvent,
+			AddFunc: c.nodeEvent,
+			UpdateFunc: func(old, obj any) {
+				if workload.NodePlacementChanged(old, obj) {
+					c.nodeEvent(obj)
+				}
+			},
+			DeleteFunc: c.nodeEvent,
 		}, "nodes for BroadcastJobs"},
 	} {
-		reg, err := h.inf.AddEventHandler(h.handler)
-		if err != nil {
-			return nil, fmt.Errorf("watch %s: %w", h.what, err)
+		if err := c.Watch(h.inf, h.handler, h.what); err != nil {
+			return nil, err
 		}
-		c.regs = append(c.regs, reg)
 	}
 	return c, nil
 }
 
-// HasSynced reports whether the informers' initial lists went through the
-// controller's handlers.
-func (c *Controller) HasSynced() bool {
-	for _, r := range c.regs {
-		if !r.HasSynced() {
-			return false
-		}
-	}
-	return true
-}
-
-// Resync queues every BroadcastJob; the coordinator calls it when this
-// replica starts leading.
-func (c *Controller) Resync() {
-	for _, obj := range c.jobs.List() {
-		c.enqueue(obj)
-	}
-}
-
 // Run processes the queue until ctx ends.
 func (c *Controller) Run(ctx context.Context) error {
-	syncloop.Run(ctx, c.queue, 2, "BroadcastJob", c.sync)
+	syncloop.Run(ctx, c.Queue, 2, "BroadcastJob", c.sync)
 	return nil
-}
-
-func (c *Controller) enqueue(obj any) { syncloop.Enqueue(c.queue, obj) }
-
-// podEvent observes an expectation and queues the pod's job.
-func (c *Controller) podEvent(obj any, observed expectations.Action) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	p, ok := obj.(*corev1.Pod)
-	if !ok {
-		return
-	}
-	ref := metav1.GetControllerOf(p)
-	if ref == nil || ref.Kind != "BroadcastJob" {
-		return
-	}
-	key := p.Namespace + "/" + ref.Name
-	if observed != "" {
-		c.expect.Observe(key, observed, p.Name)
-	}
-	c.queue.Add(key)
 }
 
 // nodeEvent queues every job that is not finished: a node that appears
 // or goes may change which nodes are eligible.
 func (c *Controller) nodeEvent(any) {
-	for _, obj := range c.jobs.List() {
+	for _, obj := range c.Workloads.List() {
 		if job, ok := obj.(*v1beta1.BroadcastJob); ok && !finishedJob(job) {
-			c.enqueue(job)
+			c.Enqueue(job)
 		}
 	}
-}
-
-// nodeUpdate queues the jobs when a node's labels, taints or
-// schedulability change (not on every status heartbeat).
-func (c *Controller) nodeUpdate(old, obj any) {
-	o, ok1 := old.(*corev1.Node)
-	n, ok2 := obj.(*corev1.Node)
-	if ok1 && ok2 && maps.Equal(o.Labels, n.Labels) && apiequality.Semantic.DeepEqual(o.Spec.Taints, n.Spec.Taints) &&
-		o.Spec.Unschedulable == n.Spec.Unschedulable {
-		return
-	}
-	c.nodeEvent(obj)
 }
 
 // sync reconciles one BroadcastJob.
@@ -204,12 +143,12 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	if !c.o.IsLeader() {
 		return 0, nil
 	}
-	obj, exists, err := c.jobs.GetByKey(key)
+	obj, exists, err := c.Workloads.GetByKey(key)
 	if err != nil {
 		return 0, err
 	}
 	if !exists {
-		c.expect.Forget(key)
+		c.Expect.Forget(key)
 		return 0, nil
 	}
 	job := obj.(*v1beta1.BroadcastJob)
@@ -220,7 +159,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	if finishedJob(job) {
 		return c.expire(ctx, job, now)
 	}
-	if ok, waiting := c.expect.Satisfied(key); !ok {
+	if ok, waiting := c.Expect.Satisfied(key); !ok {
 		klog.FromContext(ctx).V(2).Info("Waiting for the informer to show earlier changes", "job", key, "pending", waiting)
 		return 0, nil
 	}
@@ -298,10 +237,10 @@ func (c *Controller) createPod(ctx context.Context, job *v1beta1.BroadcastJob, k
 		pod.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
 	}
 	placement.PinToNode(&pod.Spec, node)
-	c.expect.Expect(key, expectations.Create, pod.Name)
+	c.Expect.Expect(key, expectations.Create, pod.Name)
 	_, err := c.o.Client.CoreV1().Pods(job.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
-		c.expect.Observe(key, expectations.Create, pod.Name)
+		c.Expect.Observe(key, expectations.Create, pod.Name)
 		if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
 			return nil
 		}
@@ -314,10 +253,10 @@ func (c *Controller) createPod(ctx context.Context, job *v1beta1.BroadcastJob, k
 
 // deletePod deletes a pod of the job.
 func (c *Controller) deletePod(ctx context.Context, job *v1beta1.BroadcastJob, key string, p *corev1.Pod) error {
-	c.expect.Expect(key, expectations.Delete, p.Name)
+	c.Expect.Expect(key, expectations.Delete, p.Name)
 	err := c.o.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}})
 	if err != nil {
-		c.expect.Observe(key, expectations.Delete, p.Name)
+		c.Expect.Observe(key, expectations.Delete, p.Name)
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 			return nil
 		}

@@ -57,6 +57,7 @@ import (
 
 	"github.com/shoal-io/shoal/coordinator/features"
 	"github.com/shoal-io/shoal/coordinator/syncloop"
+	"github.com/shoal-io/shoal/coordinator/workload"
 	"github.com/shoal-io/shoal/coordinator/workload/expectations"
 	"github.com/shoal-io/shoal/coordinator/workload/inplace"
 	"github.com/shoal-io/shoal/coordinator/workload/lifecycle"
@@ -100,12 +101,9 @@ type Options struct {
 
 // Controller reconciles CloneSets.
 type Controller struct {
+	workload.Loop
 	o      Options
-	queue  syncloop.Queue
-	expect *expectations.Expectations
 	update *inplace.Updater
-	regs   []cache.ResourceEventHandlerRegistration
-	sets   cache.Indexer
 	pods   cache.Indexer
 	revs   cache.Indexer
 	jobs   cache.Indexer // nil without Options.Jobs
@@ -122,26 +120,24 @@ const maxCreatesPerSync = 50
 // byOwner indexes pods and revisions by their controller's UID.
 const byOwner = "cloneset-owner"
 
+// owner finds the pods, revisions, PVCs and pre-download jobs of
+// CloneSets.
+var owner = workload.Owner{Kind: "CloneSet", Group: v1beta1.SchemeGroupVersion.Group}
+
 // New returns a controller over the informers; Run starts it.
 func New(o Options) (*Controller, error) {
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
 	c := &Controller{
-		o: o, queue: syncloop.NewQueue("cloneset", nil), expect: expectations.New(o.Clock, 0),
+		Loop: workload.Loop{
+			Queue: syncloop.NewQueue("cloneset", nil), Expect: expectations.New(o.Clock, 0),
+			Owner: owner, Workloads: o.CloneSets.GetIndexer(),
+		},
+		o:      o,
 		update: &inplace.Updater{Client: o.Client, Clock: o.Clock, Restart: inplace.RestartWithCRR(o.Shoal)},
-		sets:   o.CloneSets.GetIndexer(), pods: o.Pods.GetIndexer(), revs: o.Revisions.GetIndexer(),
+		pods:   o.Pods.GetIndexer(), revs: o.Revisions.GetIndexer(),
 	}
-	ownerIndex := cache.Indexers{byOwner: func(obj any) ([]string, error) {
-		m, ok := obj.(metav1.Object)
-		if !ok {
-			return nil, nil
-		}
-		if ref := metav1.GetControllerOf(m); ref != nil && ref.Kind == "CloneSet" {
-			return []string{string(ref.UID)}, nil
-		}
-		return nil, nil
-	}}
 	informers := []cache.SharedIndexInformer{o.Pods, o.Revisions}
 	if o.Jobs != nil {
 		informers = append(informers, o.Jobs)
@@ -152,89 +148,29 @@ func New(o Options) (*Controller, error) {
 		c.claims = o.Claims.GetIndexer()
 	}
 	for _, inf := range informers {
-		if err := inf.AddIndexers(ownerIndex); err != nil {
+		if err := inf.AddIndexers(owner.Indexers(byOwner)); err != nil {
 			return nil, fmt.Errorf("index by CloneSet owner: %w", err)
 		}
 	}
-	reg, err := o.CloneSets.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.enqueue,
-		UpdateFunc: func(_, obj any) { c.enqueue(obj) },
-		DeleteFunc: c.enqueue,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("watch CloneSets: %w", err)
+	if err := c.Watch(o.CloneSets, c.WorkloadHandler(), "CloneSets"); err != nil {
+		return nil, err
 	}
-	c.regs = append(c.regs, reg)
-	reg, err = o.Pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { c.podEvent(obj, expectations.Create) },
-		UpdateFunc: func(old, obj any) {
-			p, ok := obj.(*corev1.Pod)
-			switch {
-			case ok && p.DeletionTimestamp != nil:
-				c.podEvent(obj, expectations.Delete)
-			case ok && revisionChanged(old, p):
-				c.podEvent(obj, expectations.Update)
-			default:
-				c.podEvent(obj, "")
-			}
-		},
-		DeleteFunc: func(obj any) { c.podEvent(obj, expectations.Delete) },
-	})
-	if err != nil {
-		return nil, fmt.Errorf("watch pods for CloneSets: %w", err)
+	if err := c.Watch(o.Pods, c.PodHandler(), "pods for CloneSets"); err != nil {
+		return nil, err
 	}
-	c.regs = append(c.regs, reg)
 	return c, nil
 }
 
 // HasSynced reports whether the informers' initial lists went through the
-// controller's handlers.
+// controller's handlers, and the PVCs are listed.
 func (c *Controller) HasSynced() bool {
-	if c.o.Claims != nil && !c.o.Claims.HasSynced() {
-		return false
-	}
-	for _, r := range c.regs {
-		if !r.HasSynced() {
-			return false
-		}
-	}
-	return true
-}
-
-// Resync queues every CloneSet; the coordinator calls it when this replica
-// starts leading.
-func (c *Controller) Resync() {
-	for _, obj := range c.sets.List() {
-		c.enqueue(obj)
-	}
+	return (c.o.Claims == nil || c.o.Claims.HasSynced()) && c.Loop.HasSynced()
 }
 
 // Run processes the queue until ctx ends.
 func (c *Controller) Run(ctx context.Context) error {
-	syncloop.Run(ctx, c.queue, 2, "CloneSet", c.sync)
+	syncloop.Run(ctx, c.Queue, 2, "CloneSet", c.sync)
 	return nil
-}
-
-func (c *Controller) enqueue(obj any) { syncloop.Enqueue(c.queue, obj) }
-
-// podEvent observes an expectation and queues the pod's CloneSet.
-func (c *Controller) podEvent(obj any, observed expectations.Action) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	p, ok := obj.(*corev1.Pod)
-	if !ok {
-		return
-	}
-	ref := metav1.GetControllerOf(p)
-	if ref == nil || ref.Kind != "CloneSet" {
-		return
-	}
-	key := p.Namespace + "/" + ref.Name
-	if observed != "" {
-		c.expect.Observe(key, observed, p.Name)
-	}
-	c.queue.Add(key)
 }
 
 // sync reconciles one CloneSet.
@@ -242,12 +178,12 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	if !c.o.IsLeader() {
 		return 0, nil
 	}
-	obj, exists, err := c.sets.GetByKey(key)
+	obj, exists, err := c.Workloads.GetByKey(key)
 	if err != nil {
 		return 0, err
 	}
 	if !exists {
-		c.expect.Forget(key)
+		c.Expect.Forget(key)
 		c.statusWritten.Delete(key)
 		return 0, nil
 	}
@@ -268,7 +204,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	}
 	p := newPlan(cs, pods, updateRev.Name, currentRev, c.o.Clock.Now(), c.gates(), c.nodeLabels)
 	var actErr error
-	if ok, waiting := c.expect.Satisfied(key); !ok {
+	if ok, waiting := c.Expect.Satisfied(key); !ok {
 		log.V(2).Info("Waiting for the informer to show earlier changes", "pending", waiting)
 	} else {
 		// Pods already on their way (lifecycle states, in-place updates)
@@ -465,10 +401,10 @@ func (c *Controller) createPod(ctx context.Context, cs *v1beta1.CloneSet, key st
 			pod.Spec.ReadinessGates = append(pod.Spec.ReadinessGates, gate)
 		}
 	}
-	c.expect.Expect(key, expectations.Create, pod.Name)
+	c.Expect.Expect(key, expectations.Create, pod.Name)
 	_, err := c.o.Client.CoreV1().Pods(cs.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
-		c.expect.Observe(key, expectations.Create, pod.Name)
+		c.Expect.Observe(key, expectations.Create, pod.Name)
 		if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
 			return nil // the CloneSet goes with its namespace
 		}
@@ -542,10 +478,10 @@ func (c *Controller) setKruisePodReady(ctx context.Context, p *corev1.Pod, statu
 
 // deletePod deletes one pod of cs, for why (logged and in the event).
 func (c *Controller) deletePod(ctx context.Context, cs *v1beta1.CloneSet, key string, p *corev1.Pod, why string) error {
-	c.expect.Expect(key, expectations.Delete, p.Name)
+	c.Expect.Expect(key, expectations.Delete, p.Name)
 	err := c.o.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}})
 	if err != nil {
-		c.expect.Observe(key, expectations.Delete, p.Name)
+		c.Expect.Observe(key, expectations.Delete, p.Name)
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 			return nil
 		}

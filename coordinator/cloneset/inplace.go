@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/shoal-io/shoal/coordinator/features"
+	"github.com/shoal-io/shoal/coordinator/workload"
 	"github.com/shoal-io/shoal/coordinator/workload/expectations"
 	"github.com/shoal-io/shoal/coordinator/workload/inplace"
 	"github.com/shoal-io/shoal/coordinator/workload/lifecycle"
@@ -24,13 +25,6 @@ import (
 // inPlaceUpdate hook (with markPodNotReady) holds a pod; the pod is made
 // ready again when it is back to Normal.
 const reasonPreparingUpdate = "PreparingUpdate"
-
-// revisionChanged reports whether an update event moved the pod to another
-// revision (an in-place update the informer now shows).
-func revisionChanged(old any, p *corev1.Pod) bool {
-	o, ok := old.(*corev1.Pod)
-	return ok && o.Labels[wellknown.LabelControllerRevisionHash] != p.Labels[wellknown.LabelControllerRevisionHash]
-}
 
 // progress moves along the pods of cs that are on their way somewhere, one
 // write per pod per pass: PreparingNormal pods become Normal once
@@ -138,7 +132,7 @@ func (c *Controller) updateInPlace(ctx context.Context, cs *v1beta1.CloneSet, ke
 		held := cur.DeepCopy()
 		lifecycle.SetState(held, step.State, c.o.Clock.Now())
 		if _, err := c.o.Client.CoreV1().Pods(held.Namespace).Update(ctx, held, metav1.UpdateOptions{}); err != nil {
-			return ignoreStale(err, "move pod %s to %s", held.Name, step.State)
+			return workload.IgnoreStale(err, "move pod %s to %s", held.Name, step.State)
 		}
 		c.o.Recorder.Eventf(cs, pod, corev1.EventTypeNormal, "PreparingUpdate", "Update",
 			"pod %s is held by the inPlaceUpdate lifecycle hook before it is updated", pod.Name)
@@ -157,9 +151,9 @@ func (c *Controller) updateInPlace(ctx context.Context, cs *v1beta1.CloneSet, ke
 			lifecycle.SetState(p, step.State, c.o.Clock.Now())
 		}
 	}
-	c.expect.Expect(key, expectations.Update, pod.Name)
+	c.Expect.Expect(key, expectations.Update, pod.Name)
 	if err := c.update.Start(ctx, cur, spec, prepare, grace); err != nil {
-		c.expect.Observe(key, expectations.Update, pod.Name)
+		c.Expect.Observe(key, expectations.Update, pod.Name)
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 			return nil // a newer copy comes through the informer
 		}
@@ -183,13 +177,4 @@ func describe(s *inplace.Spec) string {
 	default:
 		return "metadata only"
 	}
-}
-
-// ignoreStale drops the errors of a write made on a stale copy (a newer
-// one comes through the informer) and wraps the others.
-func ignoreStale(err error, format string, args ...any) error {
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		return nil
-	}
-	return fmt.Errorf(format+": %w", append(args, err)...)
 }

@@ -19,21 +19,8 @@ func podReady(p *corev1.Pod) bool {
 	return readySince(p) != nil
 }
 
-// readySince is when the pod became ready, nil if it is not. A pod whose
-// readiness gate's condition is False (an in-place update that just
-// started) is not ready, even before the kubelet turns Ready False.
-func readySince(p *corev1.Pod) *time.Time {
-	for _, g := range p.Spec.ReadinessGates {
-		if c := podstatus.Condition(p, g.ConditionType); c != nil && c.Status == corev1.ConditionFalse {
-			return nil
-		}
-	}
-	if c := podstatus.Condition(p, corev1.PodReady); c != nil && c.Status == corev1.ConditionTrue {
-		t := c.LastTransitionTime.Time
-		return &t
-	}
-	return nil
-}
+// readySince is when the pod became ready (podstatus.ReadySince).
+func readySince(p *corev1.Pod) *time.Time { return podstatus.ReadySince(p) }
 
 // podAvailable reports whether the pod is in service and has been ready
 // for minReady at now. Only a Normal pod (or one from before the lifecycle
@@ -43,8 +30,7 @@ func podAvailable(p *corev1.Pod, minReady time.Duration, now time.Time) bool {
 	if !inService(p) {
 		return false
 	}
-	since := readySince(p)
-	return since != nil && (minReady == 0 || !since.Add(minReady).After(now))
+	return podstatus.Available(p, minReady, now)
 }
 
 // sortForDeletion orders pods the way a scale-in picks them, first to be

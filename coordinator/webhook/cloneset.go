@@ -70,7 +70,7 @@ func (a *CloneSetAdmission) Validate(ctx context.Context, req *admissionv1.Admis
 		}
 	}
 	v1alpha1 := req.RequestKind != nil && req.RequestKind.Version == "v1alpha1"
-	problems := checkCloneSetTemplate(cs)
+	problems := checkWorkloadTemplate(cs.Spec.Selector, &cs.Spec.Template, "a CloneSet's")
 	p, err := a.checkPodsToDelete(cs, old)
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Look up the pods of a CloneSet's podsToDelete", "cloneset", klog.KObj(cs))
@@ -86,25 +86,26 @@ func (a *CloneSetAdmission) Validate(ctx context.Context, req *admissionv1.Admis
 	return &admissionv1.AdmissionResponse{Allowed: true}
 }
 
-// checkCloneSetTemplate checks the selector against the template and the
-// template's pod-level fields.
-func checkCloneSetTemplate(cs *v1beta1.CloneSet) []string {
+// checkWorkloadTemplate checks a long-running workload's selector against
+// its template and the template's pod-level fields; whose names the
+// workload's pods in messages ("a CloneSet's").
+func checkWorkloadTemplate(selector *metav1.LabelSelector, tmpl *corev1.PodTemplateSpec, whose string) []string {
 	var problems []string
-	if cs.Spec.Selector != nil {
-		sel, err := metav1.LabelSelectorAsSelector(cs.Spec.Selector)
+	if selector != nil {
+		sel, err := metav1.LabelSelectorAsSelector(selector)
 		switch {
 		case err != nil:
 			problems = append(problems, fmt.Sprintf("spec.selector: %v; use matchLabels or valid matchExpressions", err))
-		case !sel.Matches(labels.Set(cs.Spec.Template.Labels)):
+		case !sel.Matches(labels.Set(tmpl.Labels)):
 			problems = append(problems, fmt.Sprintf("spec.template.metadata.labels: %v does not match spec.selector %q; add the selector's labels to the template",
-				cs.Spec.Template.Labels, sel.String()))
+				tmpl.Labels, sel.String()))
 		}
 	}
-	if rp := cs.Spec.Template.Spec.RestartPolicy; rp != "" && rp != corev1.RestartPolicyAlways {
-		problems = append(problems, fmt.Sprintf("spec.template.spec.restartPolicy: %q is not supported; a CloneSet's pods run until replaced, use Always (or leave it out)", rp))
+	if rp := tmpl.Spec.RestartPolicy; rp != "" && rp != corev1.RestartPolicyAlways {
+		problems = append(problems, fmt.Sprintf("spec.template.spec.restartPolicy: %q is not supported; %s pods run until replaced, use Always (or leave it out)", rp, whose))
 	}
-	if cs.Spec.Template.Spec.ActiveDeadlineSeconds != nil {
-		problems = append(problems, "spec.template.spec.activeDeadlineSeconds: must not be set for a CloneSet's pods (they run until replaced); remove it, or use a Job or BroadcastJob for pods that should end")
+	if tmpl.Spec.ActiveDeadlineSeconds != nil {
+		problems = append(problems, fmt.Sprintf("spec.template.spec.activeDeadlineSeconds: must not be set for %s pods (they run until replaced); remove it, or use a Job or BroadcastJob for pods that should end", whose))
 	}
 	return problems
 }

@@ -458,6 +458,8 @@ func TestCloneSetAdmission(t *testing.T) {
 	_, err := f.Shoal.AppsV1beta1().CloneSets(f.Namespace).Create(ctx, testCloneSet(f, "good", 1), metav1.CreateOptions{})
 	require.NoError(t, err)
 	updateCloneSet(ctx, t, f, "good", func(cs *v1beta1.CloneSet) { cs.Spec.Replicas = ptr.To[int32](0) })
+	// Settled, the controller writes nothing more that could conflict.
+	waitCloneSet(ctx, t, f, "good", "no pods", settled(0, 0))
 	good, err := f.Shoal.AppsV1beta1().CloneSets(f.Namespace).Get(ctx, "good", metav1.GetOptions{})
 	require.NoError(t, err)
 	good.Spec.ScaleStrategy.PodsToDelete = []string{"not-a-pod"}

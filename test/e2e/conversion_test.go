@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/shoal-io/shoal/protocol/apis/apps/conversion"
@@ -84,13 +85,20 @@ func TestConversionV1beta1CloneSet(t *testing.T) {
 		ctx := t.Context()
 		applyExample(t, f, "../testdata/v1beta1/cloneset-ondelete.yaml")
 		alphas := f.Shoal.AppsV1alpha1().CloneSets(f.Namespace)
-		alpha, err := alphas.Get(ctx, "batch-workers", metav1.GetOptions{})
-		require.NoError(t, err)
-		// v1alpha1 has no OnDelete: its readers see a paused CloneSet.
-		require.True(t, alpha.Spec.UpdateStrategy.Paused, "OnDelete reads as paused at v1alpha1")
-		alpha.Spec.Replicas = ptr.To[int32](5)
-		alpha.Labels = map[string]string{"edited-by": "v1alpha1-client"}
-		_, err = alphas.Update(ctx, alpha, metav1.UpdateOptions{})
+		// The CloneSet controller writes status meanwhile: read, edit and
+		// write again on a conflict, as any client does.
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			alpha, err := alphas.Get(ctx, "batch-workers", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			// v1alpha1 has no OnDelete: its readers see a paused CloneSet.
+			require.True(t, alpha.Spec.UpdateStrategy.Paused, "OnDelete reads as paused at v1alpha1")
+			alpha.Spec.Replicas = ptr.To[int32](5)
+			alpha.Labels = map[string]string{"edited-by": "v1alpha1-client"}
+			_, err = alphas.Update(ctx, alpha, metav1.UpdateOptions{})
+			return err
+		})
 		require.NoError(t, err)
 
 		beta, err := f.Shoal.AppsV1beta1().CloneSets(f.Namespace).Get(ctx, "batch-workers", metav1.GetOptions{})

@@ -50,3 +50,25 @@ func ContainerReady(pod *corev1.Pod, name string) bool {
 	}
 	return false
 }
+
+// ReadySince is when the pod became ready, nil if it is not. A pod whose
+// readiness gate's condition is False (an in-place update that just
+// started) is not ready, even before the kubelet turns Ready False.
+func ReadySince(p *corev1.Pod) *time.Time {
+	for _, g := range p.Spec.ReadinessGates {
+		if c := Condition(p, g.ConditionType); c != nil && c.Status == corev1.ConditionFalse {
+			return nil
+		}
+	}
+	if c := Condition(p, corev1.PodReady); c != nil && c.Status == corev1.ConditionTrue {
+		t := c.LastTransitionTime.Time
+		return &t
+	}
+	return nil
+}
+
+// Available reports whether the pod has been ready for minReady at now.
+func Available(p *corev1.Pod, minReady time.Duration, now time.Time) bool {
+	since := ReadySince(p)
+	return since != nil && (minReady == 0 || !since.Add(minReady).After(now))
+}
