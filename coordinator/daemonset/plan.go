@@ -185,11 +185,13 @@ func newPlan(ds *v1beta1.DaemonSet, nodes []*corev1.Node, pods []*corev1.Pod, ha
 			st.NumberAvailable++
 		} else {
 			unavailable++
-			for _, x := range all {
-				if since := podstatus.ReadySince(x); since != nil && !preparingDelete(x) {
-					if d := since.Add(minReady).Sub(now); d > 0 && (p.requeueAfter == 0 || d < p.requeueAfter) {
-						p.requeueAfter = d + 100*time.Millisecond
-					}
+		}
+		// A pod ready but not yet for minReadySeconds: look again when it
+		// becomes available (a surge pod's old pod then goes).
+		for _, x := range all {
+			if since := podstatus.ReadySince(x); since != nil && !preparingDelete(x) {
+				if d := since.Add(minReady).Sub(now); d > 0 && (p.requeueAfter == 0 || d < p.requeueAfter) {
+					p.requeueAfter = d + 100*time.Millisecond
 				}
 			}
 		}

@@ -190,4 +190,15 @@ func TestPlanStatus(t *testing.T) {
 	require.EqualValues(t, 2, st.NumberUnavailable)
 	require.EqualValues(t, 1, st.UpdatedNumberScheduled)
 	require.InDelta(t, 30, p.requeueAfter.Seconds(), 1, "come back when p2 becomes available")
+
+	// A surge pod ready 5 s next to an available old one: come back when
+	// it is available, to delete the old one.
+	surging := daemonSet(rolling(func(r *v1beta1.RollingUpdateDaemonSet) {
+		r.MaxSurge, r.MaxUnavailable = ptr.To(intstr.FromInt32(1)), ptr.To(intstr.FromInt32(0))
+	}))
+	surging.Spec.MinReadySeconds = 10
+	p, err = newPlan(surging, nodes[:1], []*corev1.Pod{dsPod("p1", "n1", oldHash, time.Hour), dsPod("q1", "n1", newHash, 10*time.Second)}, newHash, now)
+	require.NoError(t, err)
+	require.Empty(t, p.deletes, "the surge pod is not available yet")
+	require.InDelta(t, 5, p.requeueAfter.Seconds(), 1)
 }
