@@ -203,7 +203,8 @@ func Run(ctx context.Context, o Options) error {
 		Client: client, Shoal: shoal,
 		DaemonSets: shoalInformers.Apps().V1beta1().DaemonSets().Informer(), Pods: podInformer, Nodes: nodeInformer,
 		Revisions: kubeInformers.Apps().V1().ControllerRevisions().Informer(),
-		IsLeader:  isLeader, Recorder: recorder,
+		Jobs:      shoalInformers.Apps().V1alpha1().ImagePullJobs().Informer(),
+		IsLeader:  isLeader, Recorder: recorder, Features: o.Features,
 	})
 	if err != nil {
 		return err

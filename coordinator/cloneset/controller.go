@@ -61,6 +61,7 @@ import (
 	"github.com/shoal-io/shoal/coordinator/workload/expectations"
 	"github.com/shoal-io/shoal/coordinator/workload/inplace"
 	"github.com/shoal-io/shoal/coordinator/workload/lifecycle"
+	"github.com/shoal-io/shoal/coordinator/workload/predownload"
 	"github.com/shoal-io/shoal/coordinator/workload/revision"
 	"github.com/shoal-io/shoal/protocol/apis/apps/v1beta1"
 	"github.com/shoal-io/shoal/protocol/apis/wellknown"
@@ -106,8 +107,9 @@ type Controller struct {
 	update *inplace.Updater
 	pods   cache.Indexer
 	revs   cache.Indexer
-	jobs   cache.Indexer // nil without Options.Jobs
-	claims cache.Indexer // nil without Options.Claims
+	// preDownloads creates and deletes the pre-download ImagePullJobs.
+	preDownloads *predownload.Manager
+	claims       cache.Indexer // nil without Options.Claims
 	// statusWritten holds when each CloneSet's status was last written
 	// (namespace/name -> time.Time).
 	statusWritten sync.Map
@@ -137,11 +139,12 @@ func New(o Options) (*Controller, error) {
 		o:      o,
 		update: &inplace.Updater{Client: o.Client, Clock: o.Clock, Restart: inplace.RestartWithCRR(o.Shoal)},
 		pods:   o.Pods.GetIndexer(), revs: o.Revisions.GetIndexer(),
+		preDownloads: &predownload.Manager{Client: o.Client, Shoal: o.Shoal, Recorder: o.Recorder, Index: byOwner},
 	}
 	informers := []cache.SharedIndexInformer{o.Pods, o.Revisions}
 	if o.Jobs != nil {
 		informers = append(informers, o.Jobs)
-		c.jobs = o.Jobs.GetIndexer()
+		c.preDownloads.Jobs = o.Jobs.GetIndexer()
 	}
 	if o.Claims != nil {
 		informers = append(informers, o.Claims)

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/shoal-io/shoal/coordinator/workload/predownload"
 	"github.com/shoal-io/shoal/protocol/apis/apps/v1beta1"
 )
 
@@ -51,8 +52,8 @@ func TestPreDownloadSkip(t *testing.T) {
 			}
 		})
 	}
-	require.Equal(t, map[string]string{"app": "app:2"}, changedImages(tmpl("app:1"), tmpl("app:2")))
+	require.Equal(t, map[string]string{"app": "app:2"}, predownload.ChangedImages(tmpl("app:1"), tmpl("app:2")))
 	added := tmpl("app:1")
 	added.Spec.Containers = append(added.Spec.Containers, corev1.Container{Name: "new", Image: "new:1"})
-	require.Equal(t, map[string]string{"new": "new:1"}, changedImages(tmpl("app:1"), added))
+	require.Equal(t, map[string]string{"new": "new:1"}, predownload.ChangedImages(tmpl("app:1"), added))
 }

@@ -47,16 +47,19 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/component-base/featuregate"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
+	"github.com/shoal-io/shoal/coordinator/features"
 	"github.com/shoal-io/shoal/coordinator/syncloop"
 	"github.com/shoal-io/shoal/coordinator/workload"
 	"github.com/shoal-io/shoal/coordinator/workload/expectations"
 	"github.com/shoal-io/shoal/coordinator/workload/inplace"
 	"github.com/shoal-io/shoal/coordinator/workload/lifecycle"
 	"github.com/shoal-io/shoal/coordinator/workload/placement"
+	"github.com/shoal-io/shoal/coordinator/workload/predownload"
 	"github.com/shoal-io/shoal/coordinator/workload/revision"
 	"github.com/shoal-io/shoal/protocol/apis/apps/v1beta1"
 	"github.com/shoal-io/shoal/protocol/apis/wellknown"
@@ -72,6 +75,13 @@ type Options struct {
 	// DaemonSets (v1beta1), Pods, Nodes and Revisions (apps/v1
 	// ControllerRevisions) are shared informers.
 	DaemonSets, Pods, Nodes, Revisions cache.SharedIndexInformer
+	// Jobs is the shared ImagePullJob informer (v1alpha1), to find the
+	// pre-download jobs a DaemonSet owns; nil leaves finished rollouts'
+	// jobs to their TTL.
+	Jobs cache.SharedIndexInformer
+	// Features are the coordinator's feature gates (package features);
+	// nil is their defaults.
+	Features featuregate.FeatureGate
 	// IsLeader tells whether this replica may write to the API.
 	IsLeader func() bool
 	// Recorder records events on DaemonSets.
@@ -85,9 +95,11 @@ type Controller struct {
 	workload.Loop
 	o      Options
 	update *inplace.Updater
-	pods   cache.Indexer
-	nodes  cache.Indexer
-	revs   cache.Indexer
+	// preDownloads creates and deletes the pre-download ImagePullJobs.
+	preDownloads *predownload.Manager
+	pods         cache.Indexer
+	nodes        cache.Indexer
+	revs         cache.Indexer
 }
 
 // byOwner indexes pods and revisions by their DaemonSet's UID.
@@ -113,8 +125,14 @@ func New(o Options) (*Controller, error) {
 		o:      o,
 		update: &inplace.Updater{Client: o.Client, Clock: o.Clock, Restart: inplace.RestartWithCRR(o.Shoal)},
 		pods:   o.Pods.GetIndexer(), nodes: o.Nodes.GetIndexer(), revs: o.Revisions.GetIndexer(),
+		preDownloads: &predownload.Manager{Client: o.Client, Shoal: o.Shoal, Recorder: o.Recorder, Index: byOwner},
 	}
-	for _, inf := range []cache.SharedIndexInformer{o.Pods, o.Revisions} {
+	informers := []cache.SharedIndexInformer{o.Pods, o.Revisions}
+	if o.Jobs != nil {
+		informers = append(informers, o.Jobs)
+		c.preDownloads.Jobs = o.Jobs.GetIndexer()
+	}
+	for _, inf := range informers {
 		if err := inf.AddIndexers(owner.Indexers(byOwner)); err != nil {
 			return nil, fmt.Errorf("index by Advanced DaemonSet owner: %w", err)
 		}
@@ -226,6 +244,11 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 			p.requeueAfter = requeue
 		}
 		errs = append(errs, c.act(ctx, ds, key, p, hash))
+		// Pre-download never holds the rollout back: its errors are
+		// logged and retried with the next sync.
+		if err := c.preDownload(ctx, ds, update, hash, pods); err != nil {
+			log.Info("Image pre-download failed", "err", err.Error())
+		}
 	}
 	if err := c.writeStatus(ctx, ds, p); err != nil {
 		errs = append(errs, err)
@@ -401,6 +424,36 @@ func (c *Controller) updateInPlace(ctx context.Context, ds *v1beta1.DaemonSet, k
 	}
 	c.o.Recorder.Eventf(ds, pod, corev1.EventTypeNormal, "StartUpdatePodInPlace", "Update", "updating pod %s in place to revision %s", pod.Name, hash)
 	return nil
+}
+
+// preDownload warms the images of ds's update revision on the nodes of its
+// old pods before they are updated (package predownload), and deletes its
+// jobs once every pod runs the update revision.
+func (c *Controller) preDownload(ctx context.Context, ds *v1beta1.DaemonSet, update *appsv1.ControllerRevision, hash string, pods []*corev1.Pod) error {
+	i := slices.IndexFunc(pods, func(p *corev1.Pod) bool { return hashOf(p) != hash })
+	if i < 0 {
+		return c.preDownloads.DeleteAll(ctx, ds)
+	}
+	if predownload.Decided(update) || !features.Enabled(c.o.Features, features.PreDownloadImageForDaemonSetUpdate) ||
+		ds.Spec.UpdateStrategy.Type == v1beta1.OnDeleteDaemonSetStrategyType {
+		return nil
+	}
+	obj, exists, err := c.revs.GetByKey(ds.Namespace + "/" + ds.Name + "-" + hashOf(pods[i]))
+	if err != nil || !exists {
+		return err // the old revision is gone: nothing to compare
+	}
+	from, err := revision.Template(obj.(*appsv1.ControllerRevision))
+	if err != nil {
+		return err
+	}
+	if len(predownload.ChangedImages(from, &ds.Spec.Template)) == 0 {
+		return c.preDownloads.Skip(ctx, update)
+	}
+	return c.preDownloads.Create(ctx, predownload.Request{
+		Owner: ds, Kind: kind, Update: update, Hash: hash,
+		From: from, To: &ds.Spec.Template, Selector: ds.Spec.Selector,
+		Settings: predownload.SettingsOf(ds.Annotations, nil),
+	})
 }
 
 // writeStatus writes the plan's status if it changed.

@@ -2,9 +2,10 @@
 // gates of the same names, for behaviour OpenKruise keeps behind a switch.
 // Set them with --feature-gates=Name=true,Other=false.
 //
-// Defaults follow OpenKruise, with one exception said at the gate:
-// PreDownloadImageForInPlaceUpdate is on in Shoal, because the agents'
-// swarm makes warming a new image cheap.
+// Defaults follow OpenKruise, with the exceptions said at the gates:
+// PreDownloadImageForInPlaceUpdate and PreDownloadImageForDaemonSetUpdate
+// are on in Shoal, because the agents' swarm makes warming a new image
+// cheap.
 package features
 
 import (
@@ -33,14 +34,21 @@ const (
 	// images of an in-place CloneSet rollout before pods restart. On by
 	// default in Shoal (off in OpenKruise).
 	PreDownloadImageForInPlaceUpdate featuregate.Feature = "PreDownloadImageForInPlaceUpdate"
+
+	// PreDownloadImageForDaemonSetUpdate creates ImagePullJobs for the new
+	// images of an Advanced DaemonSet's rolling update, on the nodes of
+	// its old pods, before they are updated. On by default in Shoal (off
+	// in OpenKruise).
+	PreDownloadImageForDaemonSetUpdate featuregate.Feature = "PreDownloadImageForDaemonSetUpdate"
 )
 
 // defaults are the gates and their default values.
 var defaults = map[featuregate.Feature]featuregate.FeatureSpec{
-	CloneSetShortHash:                {Default: false, PreRelease: featuregate.Alpha},
-	CloneSetPartitionRollback:        {Default: false, PreRelease: featuregate.Alpha},
-	PreparingUpdateAsUpdate:          {Default: false, PreRelease: featuregate.Alpha},
-	PreDownloadImageForInPlaceUpdate: {Default: true, PreRelease: featuregate.Beta},
+	CloneSetShortHash:                  {Default: false, PreRelease: featuregate.Alpha},
+	CloneSetPartitionRollback:          {Default: false, PreRelease: featuregate.Alpha},
+	PreparingUpdateAsUpdate:            {Default: false, PreRelease: featuregate.Alpha},
+	PreDownloadImageForInPlaceUpdate:   {Default: true, PreRelease: featuregate.Beta},
+	PreDownloadImageForDaemonSetUpdate: {Default: true, PreRelease: featuregate.Beta},
 }
 
 // New returns the coordinator's gates at their defaults; Set

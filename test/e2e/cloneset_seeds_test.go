@@ -23,16 +23,23 @@ import (
 	"github.com/shoal-io/shoal/test/e2e/framework"
 )
 
-// applySeed creates the v1alpha1 CloneSet of testdata/seeds/file, with
-// REGISTRY/ pointed at the local registry, and returns its name.
-func applySeed(ctx context.Context, t *testing.T, f *framework.Framework, file string) string {
+// readSeed decodes testdata/seeds/file into obj, with REGISTRY/ pointed
+// at the local registry (strict: a field the type lacks fails).
+func readSeed(t *testing.T, f *framework.Framework, file string, obj any) {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join("testdata", "seeds", file))
 	require.NoError(t, err)
 	registry := strings.TrimSuffix(f.Image("x"), "x")
+	require.NoError(t, yaml.UnmarshalStrict([]byte(strings.ReplaceAll(string(raw), "REGISTRY/", registry)), obj), file)
+}
+
+// applySeed creates the v1alpha1 CloneSet of testdata/seeds/file and
+// returns its name.
+func applySeed(ctx context.Context, t *testing.T, f *framework.Framework, file string) string {
+	t.Helper()
 	var cs v1alpha1.CloneSet
-	require.NoError(t, yaml.UnmarshalStrict([]byte(strings.ReplaceAll(string(raw), "REGISTRY/", registry)), &cs), file)
-	_, err = f.Shoal.AppsV1alpha1().CloneSets(f.Namespace).Create(ctx, &cs, metav1.CreateOptions{})
+	readSeed(t, f, file, &cs)
+	_, err := f.Shoal.AppsV1alpha1().CloneSets(f.Namespace).Create(ctx, &cs, metav1.CreateOptions{})
 	require.NoError(t, err, "apply %s", file)
 	return cs.Name
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/shoal-io/shoal/coordinator/workload/podstatus"
 	"github.com/shoal-io/shoal/protocol/apis/apps/pub"
+	"github.com/shoal-io/shoal/protocol/apis/apps/v1alpha1"
 	"github.com/shoal-io/shoal/protocol/apis/apps/v1beta1"
 	"github.com/shoal-io/shoal/protocol/apis/wellknown"
 	"github.com/shoal-io/shoal/test/e2e/framework"
@@ -388,5 +389,102 @@ func TestDaemonSetBasic(t *testing.T) {
 			require.Greater(t, time.Since(*since), time.Duration(ds.Spec.MinReadySeconds)*time.Second,
 				"on node %s the old pod went only after the new one was ready for minReadySeconds", n)
 		}
+	})
+}
+
+// TestDaemonSetSeedManifests applies the Advanced DaemonSet YAMLs of the
+// seeds at apps.kruise.io/v1alpha1 (completed only where a fragment cannot
+// apply) and checks that each does what its seed says.
+func TestDaemonSetSeedManifests(t *testing.T) {
+	t.Parallel()
+	f := newFramework(t)
+	ctx := t.Context()
+	nodes := readyNodes(ctx, t, f)
+	v2 := f.Image("testserver:v2")
+	apply := func(t *testing.T, file string) string {
+		t.Helper()
+		var ds v1alpha1.DaemonSet
+		readSeed(t, f, file, &ds)
+		_, err := f.Shoal.AppsV1alpha1().DaemonSets(f.Namespace).Create(ctx, &ds, metav1.CreateOptions{})
+		require.NoError(t, err, "apply %s", file)
+		return ds.Name
+	}
+	podsOf := func(name string) map[string][]corev1.Pod {
+		list, err := f.Kube.CoreV1().Pods(f.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+		require.NoError(t, err)
+		out := map[string][]corev1.Pod{}
+		for _, p := range list.Items {
+			if p.DeletionTimestamp == nil {
+				out[p.Spec.NodeName] = append(out[p.Spec.NodeName], p)
+			}
+		}
+		return out
+	}
+	waitPods := func(t *testing.T, name, what string, done func(map[string][]corev1.Pod) bool) map[string][]corev1.Pod {
+		t.Helper()
+		var last map[string][]corev1.Pod
+		err := framework.WaitFor(ctx, daemonSetTimeout, func(context.Context) (bool, error) {
+			last = podsOf(name)
+			return done(last), nil
+		})
+		require.NoError(t, err, "%s: %s; %s", name, what, podsByNodeString(last))
+		return last
+	}
+
+	t.Run("000 pre-download with parallelism 10", func(t *testing.T) {
+		t.Parallel()
+		name := apply(t, "daemonset-predownload.yaml")
+		waitPods(t, name, "a ready pod on every node", runningOn(nodes))
+		updateDaemonSet(ctx, t, f, name, func(ds *v1beta1.DaemonSet) { ds.Spec.Template.Spec.Containers[0].Image = v2 })
+		var job *v1alpha1.ImagePullJob
+		err := framework.WaitFor(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
+			list, err := f.Shoal.AppsV1alpha1().ImagePullJobs(f.Namespace).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err
+			}
+			for i := range list.Items {
+				if ref := metav1.GetControllerOf(&list.Items[i]); ref != nil && ref.Name == name && ref.Kind == "DaemonSet" {
+					job = &list.Items[i]
+				}
+			}
+			return job != nil, nil
+		})
+		require.NoError(t, err, "the update created an ImagePullJob")
+		require.Equal(t, v2, job.Spec.Image)
+		require.Equal(t, 10, job.Spec.Parallelism.IntValue(), "apps.kruise.io/image-predownload-parallelism")
+		waitPods(t, name, "every pod at the new image", imageOnEveryPod(nodes, v2))
+		err = framework.WaitFor(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
+			_, err := f.Shoal.AppsV1alpha1().ImagePullJobs(f.Namespace).Get(ctx, job.Name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+		require.NoError(t, err, "the pre-download job is deleted once every pod is updated")
+	})
+
+	t.Run("000 and 003 preDelete hook holds the recreated pod", func(t *testing.T) {
+		t.Parallel()
+		name := apply(t, "daemonset-predelete-hook.yaml")
+		before := waitPods(t, name, "a ready pod on every node", runningOn(nodes))
+		updateDaemonSet(ctx, t, f, name, func(ds *v1beta1.DaemonSet) {
+			ds.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "CONFIG", Value: "v2"}}
+		})
+		var held corev1.Pod
+		pods := waitPods(t, name, "one pod held in PreparingDelete", func(m map[string][]corev1.Pod) bool {
+			for _, ps := range m {
+				for _, p := range ps {
+					if p.Labels[wellknown.LabelLifecycleState] == string(wellknown.LifecycleStatePreparingDelete) {
+						held = p
+						return true
+					}
+				}
+			}
+			return false
+		})
+		require.Equal(t, uids(before), uids(pods), "held, not deleted")
+		patchPodLabels(ctx, t, f, held.Name, map[string]any{"example.io/block-deleting": nil})
+		err := framework.WaitFor(ctx, daemonSetTimeout, func(ctx context.Context) (bool, error) {
+			_, err := f.Kube.CoreV1().Pods(f.Namespace).Get(ctx, held.Name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+		require.NoError(t, err, "released, the pod is deleted")
 	})
 }
