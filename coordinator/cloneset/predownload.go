@@ -72,6 +72,9 @@ func (c *Controller) preDownload(ctx context.Context, cs *v1beta1.CloneSet, upda
 		return c.preDownloads.Skip(ctx, update)
 	}
 	settings := predownload.SettingsOf(cs.Annotations, cs.Spec.UpdateStrategy.RollingUpdate.InPlaceUpdateStrategy)
+	if settings.Off() {
+		return c.preDownloads.Skip(ctx, update)
+	}
 	if updatedReady < settings.MinUpdatedReadyPods {
 		return nil // the new revision proves itself on a few pods first
 	}

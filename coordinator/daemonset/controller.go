@@ -446,13 +446,13 @@ func (c *Controller) preDownload(ctx context.Context, ds *v1beta1.DaemonSet, upd
 	if err != nil {
 		return err
 	}
-	if len(predownload.ChangedImages(from, &ds.Spec.Template)) == 0 {
+	settings := predownload.SettingsOf(ds.Annotations, nil)
+	if settings.Off() || len(predownload.ChangedImages(from, &ds.Spec.Template)) == 0 {
 		return c.preDownloads.Skip(ctx, update)
 	}
 	return c.preDownloads.Create(ctx, predownload.Request{
 		Owner: ds, Kind: kind, Update: update, Hash: hash,
-		From: from, To: &ds.Spec.Template, Selector: ds.Spec.Selector,
-		Settings: predownload.SettingsOf(ds.Annotations, nil),
+		From: from, To: &ds.Spec.Template, Selector: ds.Spec.Selector, Settings: settings,
 	})
 }
 

@@ -48,7 +48,8 @@ const (
 
 // Settings are a workload's pre-download knobs.
 type Settings struct {
-	// Parallelism is how many nodes pull at once (default 1).
+	// Parallelism is how many nodes pull at once (default 1); 0 (or
+	// "0%") turns the workload's pre-download off.
 	Parallelism intstr.IntOrString
 	// TimeoutSeconds bounds each pull (default DefaultTimeoutSeconds).
 	TimeoutSeconds int32
@@ -77,6 +78,11 @@ func SettingsOf(annotations map[string]string, strategy *pub.InPlaceUpdateStrate
 		s.MinUpdatedReadyPods = int32(n)
 	}
 	return s
+}
+
+// Off reports whether the settings turn pre-download off (parallelism 0).
+func (s Settings) Off() bool {
+	return s.Parallelism.IntValue() == 0 && (s.Parallelism.Type == intstr.Int || s.Parallelism.StrVal == "0%")
 }
 
 // ChangedImages are the images of to's containers that from runs

@@ -286,8 +286,16 @@ func waitDone(ctx context.Context, f *framework.Framework, kind string, n int, i
 }
 
 // pushFreshImage pushes testserver:latest plus a layer of random bytes as
-// testserver:bench-<scenario>-<time> and returns its reference.
+// testserver:bench-<scenario>-<time> to the cluster's registry and returns
+// its reference.
 func pushFreshImage(ctx context.Context, t *testing.T, f *framework.Framework, scenario string) string {
+	t.Helper()
+	return pushFreshImageTo(ctx, t, f, f.Image(fmt.Sprintf("testserver:bench-%s-%d", scenario, time.Now().UnixNano())))
+}
+
+// pushFreshImageTo pushes testserver:latest plus a layer of random bytes
+// as ref.
+func pushFreshImageTo(ctx context.Context, t *testing.T, f *framework.Framework, ref string) string {
 	t.Helper()
 	base, err := name.ParseReference(f.Image("testserver:latest"), name.Insecure)
 	require.NoError(t, err)
@@ -297,7 +305,6 @@ func pushFreshImage(ctx context.Context, t *testing.T, f *framework.Framework, s
 	require.NoError(t, err)
 	img, err = mutate.AppendLayers(img, layer)
 	require.NoError(t, err)
-	ref := f.Image(fmt.Sprintf("testserver:bench-%s-%d", scenario, time.Now().UnixNano()))
 	require.NoError(t, ociimage.Push(ctx, ref, img))
 	return ref
 }
