@@ -49,12 +49,14 @@ import (
 	"github.com/shoal-io/shoal/coordinator/imagepull/pullview"
 	"github.com/shoal-io/shoal/coordinator/podreadiness"
 	"github.com/shoal-io/shoal/coordinator/recreate"
+	"github.com/shoal-io/shoal/coordinator/resourcedistribution"
 	"github.com/shoal-io/shoal/coordinator/statuswriter"
 	"github.com/shoal-io/shoal/coordinator/testwork"
 	"github.com/shoal-io/shoal/coordinator/webhook"
 	"github.com/shoal-io/shoal/internal/apimetrics"
 	"github.com/shoal-io/shoal/internal/httpserve"
 	"github.com/shoal-io/shoal/protocol/apis/apps/conversion"
+	"github.com/shoal-io/shoal/protocol/apis/wellknown"
 	shoalclient "github.com/shoal-io/shoal/protocol/client/clientset/versioned"
 	shoalscheme "github.com/shoal-io/shoal/protocol/client/clientset/versioned/scheme"
 	shoalinformers "github.com/shoal-io/shoal/protocol/client/informers/externalversions"
@@ -211,6 +213,22 @@ func Run(ctx context.Context, o Options) error {
 	}
 	synced = append(synced, daemons.HasSynced)
 
+	// ResourceDistribution copies: only the labelled Secrets and ConfigMaps.
+	copyInformers := kubeinformers.NewSharedInformerFactoryWithOptions(client, 0,
+		kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = wellknown.LabelResourceDistribution }))
+	distributions, err := resourcedistribution.New(resourcedistribution.Options{
+		Client: client, Shoal: shoal,
+		Distributions: shoalInformers.Apps().V1alpha1().ResourceDistributions().Informer(),
+		Namespaces:    kubeInformers.Core().V1().Namespaces().Informer(),
+		Secrets:       copyInformers.Core().V1().Secrets().Informer(),
+		ConfigMaps:    copyInformers.Core().V1().ConfigMaps().Informer(),
+		IsLeader:      isLeader, Recorder: recorder,
+	})
+	if err != nil {
+		return err
+	}
+	synced = append(synced, distributions.HasSynced)
+
 	bcj, err := broadcastjob.New(broadcastjob.Options{
 		Client: client, Shoal: shoal,
 		Jobs: shoalInformers.Apps().V1beta1().BroadcastJobs().Informer(), Pods: podInformer, Nodes: nodeInformer,
@@ -313,6 +331,7 @@ func Run(ctx context.Context, o Options) error {
 	g.Go(func() error { return readiness.Run(ctx) })
 	g.Go(func() error { return sets.Run(ctx) })
 	g.Go(func() error { return bcj.Run(ctx) })
+	g.Go(func() error { return distributions.Run(ctx) })
 	g.Go(func() error { return daemons.Run(ctx) })
 	g.Go(func() error { return pulls.Run(ctx) })
 	g.Go(func() error { return lists.Run(ctx) })
@@ -320,6 +339,7 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("start recording events: %w", err)
 	}
 	kubeInformers.Start(ctx.Done())
+	copyInformers.Start(ctx.Done())
 	shoalInformers.Start(ctx.Done())
 	if nsInformers != nil {
 		nsInformers.Start(ctx.Done())
@@ -371,6 +391,7 @@ func Run(ctx context.Context, o Options) error {
 			readiness.Resync()
 			sets.Resync()
 			bcj.Resync()
+			distributions.Resync()
 			daemons.Resync()
 			pulls.Resync()
 			lists.Resync()

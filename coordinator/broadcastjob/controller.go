@@ -161,7 +161,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	}
 	if ok, waiting := c.Expect.Satisfied(key); !ok {
 		klog.FromContext(ctx).V(2).Info("Waiting for the informer to show earlier changes", "job", key, "pending", waiting)
-		return 0, nil
+		return c.Expect.NextExpiry(key), nil
 	}
 	pods, err := c.ownedPods(job)
 	if err != nil {
@@ -240,7 +240,9 @@ func (c *Controller) createPod(ctx context.Context, job *v1beta1.BroadcastJob, k
 	c.Expect.Expect(key, expectations.Create, pod.Name)
 	_, err := c.o.Client.CoreV1().Pods(job.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
-		c.Expect.Observe(key, expectations.Create, pod.Name)
+		if !workload.WriteMayHaveHappened(err) {
+			c.Expect.Observe(key, expectations.Create, pod.Name)
+		}
 		if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
 			return nil
 		}
@@ -262,7 +264,7 @@ func (c *Controller) deletePod(ctx context.Context, job *v1beta1.BroadcastJob, k
 		}
 		return fmt.Errorf("delete pod %s of BroadcastJob %s: %w", p.Name, key, err)
 	}
-	c.o.Recorder.Eventf(job, p, corev1.EventTypeNormal, "SuccessfulDelete", "Delete", "deleted pod %s: the job ended", p.Name)
+	c.o.Recorder.Eventf(job, p, corev1.EventTypeNormal, "SuccessfulDelete", "Delete", "deleted pod %s: the job ended, or its node no longer fits", p.Name)
 	return nil
 }
 

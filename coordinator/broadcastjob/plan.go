@@ -3,6 +3,7 @@ package broadcastjob
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"time"
 
@@ -106,6 +107,10 @@ func newPlan(job *v1beta1.BroadcastJob, nodes []*corev1.Node, pods []*corev1.Pod
 			if pod.Status.Phase != corev1.PodFailed {
 				overLimit = append(overLimit, pod)
 			}
+		case !slices.Contains(eligibleNodes, placement.TargetNode(pod)):
+			// Its node went away or no longer fits: the pod cannot run
+			// (or must not); it goes, and does not count.
+			p.deletes = append(p.deletes, pod)
 		default:
 			st.Active++
 			active = append(active, pod)
@@ -150,8 +155,9 @@ func newPlan(job *v1beta1.BroadcastJob, nodes []*corev1.Node, pods []*corev1.Pod
 	}
 
 	switch {
-	case always && len(waiting) == 0 && st.Active == 0:
-		// Every eligible node ran its pod.
+	case always && len(eligibleNodes) > 0 && len(waiting) == 0 && st.Active == 0:
+		// Every eligible node ran its pod (a job with no eligible node
+		// yet waits for one, as OpenKruise's does).
 		p.finished = reasonCompleted
 		p.deletes = overLimit
 		st.Phase = v1beta1.PhaseCompleted

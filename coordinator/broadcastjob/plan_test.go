@@ -88,6 +88,11 @@ func TestPlan(t *testing.T) {
 			deletes: 1, phase: v1beta1.PhaseFailed, finished: reasonPodFailed, desired: 3},
 		{name: "Pause pauses the job at a failed pod", job: bcj(func(j *v1beta1.BroadcastJob) { j.Spec.FailurePolicy.Type = v1beta1.FailurePolicyTypePause }),
 			nodes: threeNodes, pods: []*corev1.Pod{jobPod("a", "n1", corev1.PodFailed)}, phase: v1beta1.PhasePaused, pause: true, desired: 3},
+		{name: "no eligible node yet: the job waits", job: bcj(func(j *v1beta1.BroadcastJob) { j.Spec.Template.Spec.NodeSelector = map[string]string{"pool": "gpu"} }),
+			nodes: threeNodes, phase: v1beta1.PhaseRunning, desired: 0},
+		{name: "a running pod whose node is gone goes", job: bcj(func(j *v1beta1.BroadcastJob) { j.Spec.CompletionPolicy.Type = v1beta1.Never }),
+			nodes: threeNodes[:2], pods: []*corev1.Pod{jobPod("a", "n1", corev1.PodSucceeded), jobPod("b", "n2", corev1.PodSucceeded), jobPod("c", "n3", corev1.PodRunning)},
+			deletes: 1, phase: v1beta1.PhaseRunning, desired: 2},
 		{name: "activeDeadlineSeconds", job: bcj(func(j *v1beta1.BroadcastJob) {
 			j.Spec.CompletionPolicy.ActiveDeadlineSeconds = ptr.To[int64](60)
 			j.Status.StartTime = &metav1.Time{Time: now.Add(-time.Minute)}

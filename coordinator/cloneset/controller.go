@@ -209,6 +209,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	var actErr error
 	if ok, waiting := c.Expect.Satisfied(key); !ok {
 		log.V(2).Info("Waiting for the informer to show earlier changes", "pending", waiting)
+		p.requeueAfter = c.Expect.NextExpiry(key)
 	} else {
 		// Pods already on their way (lifecycle states, in-place updates)
 		// move along; then the plan's new decisions.
@@ -330,10 +331,9 @@ func (c *Controller) act(ctx context.Context, cs *v1beta1.CloneSet, p *plan, upd
 		}
 		return errors.Join(errs...)
 	}
+	// A PVC that cannot be deleted is reported, and holds nothing back.
 	reuse, waiting, err := c.syncUnusedClaims(ctx, cs, p)
-	if err != nil {
-		return err
-	}
+	errs = append(errs, err)
 	if waiting > 0 && p.createOld+p.createNew > 0 {
 		// Pods that keep a PVC come back under the same name once the
 		// old pod is gone; its delete event brings the CloneSet back.
@@ -407,7 +407,9 @@ func (c *Controller) createPod(ctx context.Context, cs *v1beta1.CloneSet, key st
 	c.Expect.Expect(key, expectations.Create, pod.Name)
 	_, err := c.o.Client.CoreV1().Pods(cs.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
-		c.Expect.Observe(key, expectations.Create, pod.Name)
+		if !workload.WriteMayHaveHappened(err) {
+			c.Expect.Observe(key, expectations.Create, pod.Name)
+		}
 		if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
 			return nil // the CloneSet goes with its namespace
 		}

@@ -104,7 +104,12 @@ func (c *Controller) createClaims(ctx context.Context, cs *v1beta1.CloneSet, id 
 		maps.Copy(pvc.Labels, cs.Spec.Selector.MatchLabels)
 		pvc.Labels[wellknown.LabelCloneSetInstanceID] = id
 		if c.claims != nil {
-			if _, exists, _ := c.claims.GetByKey(pvc.Namespace + "/" + pvc.Name); exists {
+			if obj, exists, _ := c.claims.GetByKey(pvc.Namespace + "/" + pvc.Name); exists {
+				if old, ok := obj.(*corev1.PersistentVolumeClaim); ok && old.DeletionTimestamp != nil {
+					// A pod on a PVC being deleted would hang: wait until
+					// it is gone and create it anew.
+					return fmt.Errorf("PVC %s is being deleted; the pod waits for it to go", pvc.Name)
+				}
 				continue
 			}
 		}

@@ -35,6 +35,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -97,13 +98,30 @@ type Controller struct {
 	update *inplace.Updater
 	// preDownloads creates and deletes the pre-download ImagePullJobs.
 	preDownloads *predownload.Manager
-	pods         cache.Indexer
-	nodes        cache.Indexer
-	revs         cache.Indexer
+	// backoff holds, by DaemonSet key and node, when a node whose daemon
+	// pod failed may get a new one, and the last delay (doubled at each
+	// failure, as the upstream controller backs off).
+	backoffMu sync.Mutex
+	backoff   map[string]map[string]failedBackoff
+	pods      cache.Indexer
+	nodes     cache.Indexer
+	revs      cache.Indexer
 }
 
 // byOwner indexes pods and revisions by their DaemonSet's UID.
 const byOwner = "daemonset-owner"
+
+// failedBackoff is a node's backoff after a failed daemon pod.
+type failedBackoff struct {
+	until time.Time
+	delay time.Duration
+}
+
+// Backoff bounds after a failed daemon pod, as the upstream controller's.
+const (
+	backoffInitial = time.Second
+	backoffMax     = 15 * time.Minute
+)
 
 // kind is the owner kind of the pods and revisions.
 var kind = v1beta1.SchemeGroupVersion.WithKind("DaemonSet")
@@ -184,6 +202,9 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	}
 	if !exists {
 		c.Expect.Forget(key)
+		c.backoffMu.Lock()
+		delete(c.backoff, key)
+		c.backoffMu.Unlock()
 		return 0, nil
 	}
 	ds := obj.(*v1beta1.DaemonSet)
@@ -229,7 +250,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 			nodes = append(nodes, n)
 		}
 	}
-	p, err := newPlan(ds, nodes, pods, hash, c.o.Clock.Now())
+	p, err := newPlan(ds, nodes, pods, hash, c.o.Clock.Now(), c.backoffUntil(key))
 	if err != nil {
 		c.o.Recorder.Eventf(ds, nil, corev1.EventTypeWarning, "InvalidSpec", "Sync", "%v", err)
 		return 0, err
@@ -237,6 +258,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	var errs []error
 	if ok, waiting := c.Expect.Satisfied(key); !ok {
 		log.V(2).Info("Waiting for the informer to show earlier changes", "pending", waiting)
+		p.requeueAfter = c.Expect.NextExpiry(key)
 	} else {
 		requeue, err := c.progress(ctx, ds, pods)
 		errs = append(errs, err)
@@ -308,6 +330,9 @@ func (c *Controller) act(ctx context.Context, ds *v1beta1.DaemonSet, key string,
 	}
 	var errs []error
 	for _, d := range p.deletes[:min(len(p.deletes), burst)] {
+		if d.pod.Status.Phase == corev1.PodFailed {
+			c.failed(key, placement.TargetNode(d.pod))
+		}
 		errs = append(errs, c.retire(ctx, ds, key, d))
 	}
 	for _, node := range p.create[:min(len(p.create), burst)] {
@@ -317,6 +342,39 @@ func (c *Controller) act(ctx context.Context, ds *v1beta1.DaemonSet, key string,
 		errs = append(errs, c.updateInPlace(ctx, ds, key, pod, hash))
 	}
 	return errors.Join(errs...)
+}
+
+// backoffUntil returns, by node, until when the nodes of DaemonSet key
+// whose pod failed get no new one.
+func (c *Controller) backoffUntil(key string) map[string]time.Time {
+	c.backoffMu.Lock()
+	defer c.backoffMu.Unlock()
+	out := map[string]time.Time{}
+	for node, b := range c.backoff[key] {
+		out[node] = b.until
+	}
+	return out
+}
+
+// failed records a failed pod on node: the node's next pod waits twice as
+// long as after the last failure (from 1 s to 15 min), or 1 s again when
+// the last failure is long past.
+func (c *Controller) failed(key, node string) {
+	c.backoffMu.Lock()
+	defer c.backoffMu.Unlock()
+	if c.backoff == nil {
+		c.backoff = map[string]map[string]failedBackoff{}
+	}
+	if c.backoff[key] == nil {
+		c.backoff[key] = map[string]failedBackoff{}
+	}
+	now := c.o.Clock.Now()
+	b := c.backoff[key][node]
+	delay := backoffInitial
+	if b.delay > 0 && now.Sub(b.until) < 2*backoffMax {
+		delay = min(2*b.delay, backoffMax)
+	}
+	c.backoff[key][node] = failedBackoff{until: now.Add(delay), delay: delay}
 }
 
 // createPod creates ds's pod of revision hash for node.
@@ -346,7 +404,9 @@ func (c *Controller) createPod(ctx context.Context, ds *v1beta1.DaemonSet, key, 
 	lifecycle.SetState(pod, state, c.o.Clock.Now())
 	c.Expect.Expect(key, expectations.Create, pod.Name)
 	if _, err := c.o.Client.CoreV1().Pods(ds.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		c.Expect.Observe(key, expectations.Create, pod.Name)
+		if !workload.WriteMayHaveHappened(err) {
+			c.Expect.Observe(key, expectations.Create, pod.Name)
+		}
 		if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
 			return nil
 		}
@@ -400,6 +460,10 @@ func (c *Controller) updateInPlace(ctx context.Context, ds *v1beta1.DaemonSet, k
 	var spec *inplace.Spec
 	obj, exists, err := c.revs.GetByKey(ds.Namespace + "/" + ds.Name + "-" + hashOf(pod))
 	switch {
+	case !slices.Contains(pod.Spec.ReadinessGates, corev1.PodReadinessGate{ConditionType: wellknown.ReadinessGateInPlaceUpdateReady}):
+		// Created before InPlaceIfPossible: without the gate it would stay
+		// Ready while its containers restart.
+		err = fmt.Errorf("the pod has no %s readiness gate", wellknown.ReadinessGateInPlaceUpdateReady)
 	case err != nil:
 	case !exists:
 		err = fmt.Errorf("ControllerRevision %s-%s not found", ds.Name, hashOf(pod))

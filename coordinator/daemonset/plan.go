@@ -106,7 +106,9 @@ func scaled(field string, v *intstr.IntOrString, desired int, def int) (int, err
 
 // newPlan decides what to do with ds's pods (not being deleted) at now,
 // given the nodes and the update revision's hash.
-func newPlan(ds *v1beta1.DaemonSet, nodes []*corev1.Node, pods []*corev1.Pod, hash string, now time.Time) (*plan, error) {
+// Nodes in backoff (a daemon pod failed there lately) get no new pod
+// until their time in backoff, which the plan comes back for.
+func newPlan(ds *v1beta1.DaemonSet, nodes []*corev1.Node, pods []*corev1.Pod, hash string, now time.Time, backoff map[string]time.Time) (*plan, error) {
 	p := &plan{status: *ds.Status.DeepCopy()}
 	minReady := time.Duration(ds.Spec.MinReadySeconds) * time.Second
 	spec := ds.Spec.Template.Spec.DeepCopy()
@@ -170,7 +172,13 @@ func newPlan(ds *v1beta1.DaemonSet, nodes []*corev1.Node, pods []*corev1.Pod, ha
 		}
 		st.DesiredNumberScheduled++
 		if len(all) == 0 {
-			p.create = append(p.create, s.node.Name)
+			if until, ok := backoff[s.node.Name]; ok && until.After(now) {
+				if d := until.Sub(now); p.requeueAfter == 0 || d < p.requeueAfter {
+					p.requeueAfter = d
+				}
+			} else {
+				p.create = append(p.create, s.node.Name)
+			}
 			unavailable++
 			continue
 		}

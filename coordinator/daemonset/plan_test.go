@@ -96,6 +96,7 @@ func TestPlanPlacement(t *testing.T) {
 		deletes      []string
 		desired      int32
 		misscheduled int32
+		backoff      map[string]time.Time
 	}{
 		{name: "a pod on every node", ds: daemonSet(nil), nodes: nodes, create: []string{"n1", "n2", "n3"}, desired: 3},
 		{name: "nodeSelector", ds: daemonSet(func(ds *v1beta1.DaemonSet) { ds.Spec.Template.Spec.NodeSelector = map[string]string{"pool": "b"} }),
@@ -116,7 +117,7 @@ func TestPlanPlacement(t *testing.T) {
 			pods: []*corev1.Pod{dsPod("p1", "n1", newHash, time.Hour), dsPod("p1b", "n1", newHash, time.Minute)}, deletes: []string{"p1b"}, desired: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p, err := newPlan(tc.ds, tc.nodes, tc.pods, newHash, now)
+			p, err := newPlan(tc.ds, tc.nodes, tc.pods, newHash, now, tc.backoff)
 			require.NoError(t, err)
 			require.Equal(t, tc.create, p.create)
 			require.Equal(t, tc.deletes, names(p.deletes))
@@ -168,7 +169,7 @@ func TestPlanRollingUpdate(t *testing.T) {
 			deletes: []string{"p1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p, err := newPlan(tc.ds, nodes, tc.pods, newHash, now)
+			p, err := newPlan(tc.ds, nodes, tc.pods, newHash, now, nil)
 			require.NoError(t, err)
 			require.Equal(t, tc.create, p.create)
 			require.Equal(t, tc.deletes, names(p.deletes))
@@ -180,7 +181,7 @@ func TestPlanRollingUpdate(t *testing.T) {
 func TestPlanStatus(t *testing.T) {
 	ds := daemonSet(func(ds *v1beta1.DaemonSet) { ds.Spec.MinReadySeconds = 60 })
 	pods := []*corev1.Pod{dsPod("p1", "n1", newHash, time.Hour), dsPod("p2", "n2", oldHash, time.Minute), dsPod("p3", "n3", oldHash, time.Hour, notReady)}
-	p, err := newPlan(ds, nodes, pods, newHash, now)
+	p, err := newPlan(ds, nodes, pods, newHash, now, nil)
 	require.NoError(t, err)
 	st := p.status
 	require.EqualValues(t, 3, st.DesiredNumberScheduled)
@@ -197,7 +198,7 @@ func TestPlanStatus(t *testing.T) {
 		r.MaxSurge, r.MaxUnavailable = ptr.To(intstr.FromInt32(1)), ptr.To(intstr.FromInt32(0))
 	}))
 	surging.Spec.MinReadySeconds = 10
-	p, err = newPlan(surging, nodes[:1], []*corev1.Pod{dsPod("p1", "n1", oldHash, time.Hour), dsPod("q1", "n1", newHash, 10*time.Second)}, newHash, now)
+	p, err = newPlan(surging, nodes[:1], []*corev1.Pod{dsPod("p1", "n1", oldHash, time.Hour), dsPod("q1", "n1", newHash, 10*time.Second)}, newHash, now, nil)
 	require.NoError(t, err)
 	require.Empty(t, p.deletes, "the surge pod is not available yet")
 	require.InDelta(t, 5, p.requeueAfter.Seconds(), 1)

@@ -183,3 +183,12 @@ func (l *Loop) PodHandler() cache.ResourceEventHandlerFuncs {
 func (l *Loop) WorkloadHandler() cache.ResourceEventHandlerFuncs {
 	return cache.ResourceEventHandlerFuncs{AddFunc: l.Enqueue, UpdateFunc: func(_, obj any) { l.Enqueue(obj) }, DeleteFunc: l.Enqueue}
 }
+
+// WriteMayHaveHappened reports whether a failed create or delete may
+// still have reached storage (a timeout or a server error): its
+// expectation is then kept, so that a stale cache does not make the
+// workload do it twice; it expires if the informer never shows it.
+func WriteMayHaveHappened(err error) bool {
+	return apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || apierrors.IsInternalError(err) ||
+		apierrors.IsServiceUnavailable(err) || apierrors.IsUnexpectedServerError(err)
+}

@@ -77,13 +77,15 @@ func TestRBAC(t *testing.T) {
 		{"coordinator can create events", coordinator, attrs{Namespace: "default", Verb: "create", Group: "events.k8s.io", Resource: "events"}, true},
 		{"coordinator can get secret shoal-ca", coordinator, attrs{Namespace: shoalSystemNamespace, Verb: "get", Resource: "secrets", Name: "shoal-ca"}, true},
 		{"coordinator can update secret shoal-ca", coordinator, attrs{Namespace: shoalSystemNamespace, Verb: "update", Resource: "secrets", Name: "shoal-ca"}, true},
-		{"coordinator cannot update other secrets in shoal-system", coordinator, attrs{Namespace: shoalSystemNamespace, Verb: "update", Resource: "secrets", Name: "other"}, false},
+		// ResourceDistributions write their copies wherever they target.
+		{"coordinator can create secrets in default", coordinator, attrs{Namespace: "default", Verb: "create", Resource: "secrets"}, true},
+		{"coordinator cannot patch secrets", coordinator, attrs{Namespace: "default", Verb: "patch", Resource: "secrets", Name: "any"}, false},
 		// An ImagePullJob's pullSecrets are read where the job is, one by one.
 		{"coordinator can get secrets in default", coordinator, attrs{Namespace: "default", Verb: "get", Resource: "secrets", Name: "any"}, true},
-		{"coordinator cannot watch secrets cluster-wide", coordinator, attrs{Namespace: allNS, Verb: "watch", Resource: "secrets"}, false},
+		{"coordinator can watch secrets cluster-wide (its ResourceDistribution copies, by label)", coordinator, attrs{Namespace: allNS, Verb: "watch", Resource: "secrets"}, true},
 		{"coordinator can create imagepulljobs", coordinator, attrs{Namespace: "default", Verb: "create", Group: "apps.kruise.io", Resource: "imagepulljobs"}, true},
 		{"coordinator can delete imagelistpulljobs", coordinator, attrs{Namespace: "default", Verb: "delete", Group: "apps.kruise.io", Resource: "imagelistpulljobs", Name: "any"}, true},
-		{"coordinator cannot list secrets cluster-wide", coordinator, attrs{Namespace: allNS, Verb: "list", Resource: "secrets"}, false},
+		{"coordinator can watch namespaces", coordinator, attrs{Verb: "watch", Resource: "namespaces"}, true},
 		{"coordinator can update its leader lease", coordinator, attrs{Namespace: shoalSystemNamespace, Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Name: "shoal-coordinator"}, true},
 		{"coordinator cannot update leases in kube-system", coordinator, attrs{Namespace: "kube-system", Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Name: "kube-scheduler"}, false},
 		{"coordinator can update containerrecreaterequests/status", coordinator, attrs{Namespace: "default", Verb: "update", Group: "apps.kruise.io", Resource: "containerrecreaterequests", Subresource: "status", Name: "any"}, true},

@@ -112,3 +112,19 @@ func (e *Expectations) Forget(key string) {
 	defer e.mu.Unlock()
 	delete(e.pending, key)
 }
+
+// NextExpiry is how long until the oldest pending expectation of key
+// times out (0 when none is pending): a workload waiting on the informer
+// looks again then, even if the awaited event never comes.
+func (e *Expectations) NextExpiry(key string) time.Duration {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := e.clock.Now()
+	var next time.Duration
+	for _, since := range e.pending[key] {
+		if left := max(since.Add(e.timeout).Sub(now), 0) + 100*time.Millisecond; next == 0 || left < next {
+			next = left
+		}
+	}
+	return next
+}

@@ -37,7 +37,9 @@ func TestExpectations(t *testing.T) {
 	require.True(t, ok)
 
 	t.Run("an unmet expectation expires", func(t *testing.T) {
+		require.Zero(t, e.NextExpiry(cs), "nothing pending")
 		e.Expect(cs, Create, "lost")
+		require.InDelta(t, time.Minute.Seconds(), e.NextExpiry(cs).Seconds(), 0.2, "look again when it expires")
 		clk.SetTime(clk.Now().Add(59 * time.Second))
 		ok, _ := e.Satisfied(cs)
 		require.False(t, ok)

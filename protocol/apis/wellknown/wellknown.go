@@ -707,14 +707,20 @@ const (
 	AnnotationResourceDistributionFrom = "kruise.io/resourcedistribution.resource.from"
 
 	// AnnotationResourceDistributionHashCode is set by the ResourceDistribution
-	// controller on every distributed copy to a hash of the resource it was
-	// written from; copies are rewritten only when the hash changes.
+	// controller on every distributed copy to the hex SHA-256 of the
+	// resource manifest it was written from (spec.resource as stored).
 	AnnotationResourceDistributionHashCode = "kruise.io/resourcedistribution.resource.hashcode"
 
 	// AnnotationResourceDistributionDistributedTimestamp is set by the
 	// ResourceDistribution controller on every distributed copy to the time
 	// it was last written. Informational.
 	AnnotationResourceDistributionDistributedTimestamp = "kruise.io/resourcedistribution.resource.distributed.timestamp"
+
+	// LabelResourceDistribution is set by Shoal's ResourceDistribution
+	// controller on every copy it writes, to the distribution's name (as
+	// the from annotation is): the coordinator watches only the Secrets and
+	// ConfigMaps that carry it, not every one in the cluster.
+	LabelResourceDistribution = "resourcedistribution.shoal.io/name"
 )
 
 // ---------------------------------------------------------------------------

@@ -58,6 +58,7 @@ var entries = []entry{
 	// CloneSet scaling and deletion.
 	{"LabelCloneSetInstanceID", LabelCloneSetInstanceID, kindKey},
 	{"LabelBroadcastJobName", LabelBroadcastJobName, kindKey},
+	{"LabelResourceDistribution", LabelResourceDistribution, kindKey},
 	{"LabelBroadcastJobControllerUID", LabelBroadcastJobControllerUID, kindKey},
 	{"LabelSpecifiedDelete", LabelSpecifiedDelete, kindKey},
 	{"LabelCloneSetScalingExcludePreparingDelete", LabelCloneSetScalingExcludePreparingDelete, kindKey},

@@ -1,0 +1,246 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/shoal-io/shoal/protocol/apis/apps/v1alpha1"
+	"github.com/shoal-io/shoal/protocol/apis/wellknown"
+	"github.com/shoal-io/shoal/test/e2e/framework"
+)
+
+// rdTimeout bounds one ResourceDistribution step.
+const rdTimeout = time.Minute
+
+// rdSecret is the Secret the distributions of these tests copy.
+const rdSecret = "resourcedistribution-e2e-test-secret"
+
+// rdFixture creates namespaces named prefix-<suffix> with labels (removed
+// at the end) and distributions (deleted at the end), all cluster-scoped,
+// named after the test's own namespace so parallel tests never meet.
+type rdFixture struct {
+	t      *testing.T
+	f      *framework.Framework
+	ctx    context.Context
+	prefix string
+}
+
+func newRDFixture(t *testing.T) *rdFixture {
+	f := newFramework(t)
+	return &rdFixture{t: t, f: f, ctx: t.Context(), prefix: f.Namespace}
+}
+
+func (x *rdFixture) namespace(suffix string, labels map[string]string) string {
+	x.t.Helper()
+	name := x.prefix + "-" + suffix
+	_, err := x.f.Kube.CoreV1().Namespaces().Create(x.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}, metav1.CreateOptions{})
+	require.NoError(x.t, err)
+	x.t.Cleanup(func() {
+		_ = x.f.Kube.CoreV1().Namespaces().Delete(context.WithoutCancel(x.ctx), name, metav1.DeleteOptions{})
+	})
+	return name
+}
+
+func (x *rdFixture) distribution(name string, targets v1alpha1.ResourceDistributionTargets) *v1alpha1.ResourceDistribution {
+	x.t.Helper()
+	rd := &v1alpha1.ResourceDistribution{
+		ObjectMeta: metav1.ObjectMeta{Name: x.prefix + "-" + name},
+		Spec: v1alpha1.ResourceDistributionSpec{
+			Resource: runtime.RawExtension{Raw: []byte(`{"apiVersion":"v1","kind":"Secret","metadata":{"name":"` + rdSecret + `"},"type":"Opaque","data":{"test":"dGVzdA=="}}`)},
+			Targets:  targets,
+		},
+	}
+	rd, err := x.f.Shoal.AppsV1alpha1().ResourceDistributions().Create(x.ctx, rd, metav1.CreateOptions{})
+	require.NoError(x.t, err)
+	x.t.Cleanup(func() {
+		_ = x.f.Shoal.AppsV1alpha1().ResourceDistributions().Delete(context.WithoutCancel(x.ctx), rd.Name, metav1.DeleteOptions{})
+	})
+	return rd
+}
+
+// secret returns the copy in ns, nil when there is none.
+func (x *rdFixture) secret(ns string) *corev1.Secret {
+	x.t.Helper()
+	s, err := x.f.Kube.CoreV1().Secrets(ns).Get(x.ctx, rdSecret, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	require.NoError(x.t, err)
+	return s
+}
+
+// waitCopies waits until exactly the namespaces in want (of those in
+// watched) hold a copy written by rd.
+func (x *rdFixture) waitCopies(rd string, watched, want []string) {
+	x.t.Helper()
+	var have []string
+	err := framework.WaitFor(x.ctx, rdTimeout, func(context.Context) (bool, error) {
+		have = nil
+		for _, ns := range watched {
+			if s := x.secret(ns); s != nil && s.DeletionTimestamp == nil && s.Annotations[wellknown.AnnotationResourceDistributionFrom] == rd {
+				have = append(have, ns)
+			}
+		}
+		return slices.Equal(have, want), nil
+	})
+	require.NoError(x.t, err, "copies of %s: want %v, have %v", rd, want, have)
+}
+
+func (x *rdFixture) waitStatus(name, what string, done func(*v1alpha1.ResourceDistribution) bool) *v1alpha1.ResourceDistribution {
+	x.t.Helper()
+	var last *v1alpha1.ResourceDistribution
+	err := framework.WaitFor(x.ctx, rdTimeout, func(ctx context.Context) (bool, error) {
+		rd, err := x.f.Shoal.AppsV1alpha1().ResourceDistributions().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		last = rd
+		return rd.Status.ObservedGeneration == rd.Generation && done(rd), nil
+	})
+	require.NoError(x.t, err, "ResourceDistribution %s: %s; last status %+v", name, what, last.Status)
+	return last
+}
+
+func nsList(names ...string) v1alpha1.ResourceDistributionTargetNamespaces {
+	var out v1alpha1.ResourceDistributionTargetNamespaces
+	for _, n := range names {
+		out.List = append(out.List, v1alpha1.ResourceDistributionNamespace{Name: n})
+	}
+	return out
+}
+
+// TestResourceDistribution ports OpenKruise's three ResourceDistribution
+// cases [ResourceDistributionInject]: the namespace event checker
+// (namespaces created or relabelled into the selector get a copy), the
+// resource event checker (a copy edited or deleted by hand is written
+// back), and the functionality checker (targets, the hashcode annotation,
+// the six conditions, a deleted included namespace in NamespaceNotExists,
+// targets changed, copies gone with the distribution). Plus: an object of
+// the same name the distribution did not write is left alone and
+// reported in ConflictOccurred.
+func TestResourceDistribution(t *testing.T) {
+	t.Parallel()
+
+	t.Run("namespace event checker", func(t *testing.T) {
+		t.Parallel()
+		x := newRDFixture(t)
+		key := x.prefix + "-group"
+		updated := x.namespace("update-matched", nil)
+		rd := x.distribution("ns-events", v1alpha1.ResourceDistributionTargets{
+			NamespaceLabelSelector: metav1.LabelSelector{MatchLabels: map[string]string{key: "seven"}},
+		})
+		created := x.namespace("create-matched", map[string]string{key: "seven"})
+		n, err := x.f.Kube.CoreV1().Namespaces().Get(x.ctx, updated, metav1.GetOptions{})
+		require.NoError(t, err)
+		n.Labels[key] = "seven"
+		_, err = x.f.Kube.CoreV1().Namespaces().Update(x.ctx, n, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		x.waitCopies(rd.Name, []string{created, updated}, []string{created, updated})
+	})
+
+	t.Run("resource event checker", func(t *testing.T) {
+		t.Parallel()
+		x := newRDFixture(t)
+		ns1, ns2 := x.namespace("1", nil), x.namespace("2", nil)
+		rd := x.distribution("res-events", v1alpha1.ResourceDistributionTargets{IncludedNamespaces: nsList(ns1, ns2)})
+		x.waitCopies(rd.Name, []string{ns1, ns2}, []string{ns1, ns2})
+
+		s := x.secret(ns1)
+		s.StringData = map[string]string{"updated": "yes"}
+		_, err := x.f.Kube.CoreV1().Secrets(ns1).Update(x.ctx, s, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		err = framework.WaitFor(x.ctx, rdTimeout, func(context.Context) (bool, error) {
+			s := x.secret(ns1)
+			return s != nil && len(s.Data["updated"]) == 0 && string(s.Data["test"]) == "test", nil
+		})
+		require.NoError(t, err, "an edited copy is written back")
+
+		require.NoError(t, x.f.Kube.CoreV1().Secrets(ns1).Delete(x.ctx, rdSecret, metav1.DeleteOptions{}))
+		x.waitCopies(rd.Name, []string{ns1, ns2}, []string{ns1, ns2})
+	})
+
+	t.Run("resourcedistribution functionality checker", func(t *testing.T) {
+		t.Parallel()
+		x := newRDFixture(t)
+		group := x.prefix + "-rd-group"
+		develop := map[string]string{group: "one", "environment": "develop"}
+		ns1, ns2, ns3 := x.namespace("1", develop), x.namespace("2", develop), x.namespace("3", develop)
+		ns4 := x.namespace("4", map[string]string{group: "one", "environment": "test"})
+		ns5 := x.namespace("5", map[string]string{group: "two", "environment": "test"})
+		all := []string{ns1, ns2, ns3, ns4, ns5}
+		rd := x.distribution("functionality", v1alpha1.ResourceDistributionTargets{
+			IncludedNamespaces:     nsList(ns1),
+			ExcludedNamespaces:     nsList(ns3),
+			NamespaceLabelSelector: metav1.LabelSelector{MatchLabels: map[string]string{group: "one"}},
+		})
+		x.waitCopies(rd.Name, all, []string{ns1, ns2, ns4})
+		got := x.waitStatus(rd.Name, "3 copies", func(rd *v1alpha1.ResourceDistribution) bool { return rd.Status.Succeeded == 3 })
+		require.EqualValues(t, 3, got.Status.Desired)
+		sum := sha256.Sum256(got.Spec.Resource.Raw)
+		for _, ns := range []string{ns1, ns2, ns4} {
+			require.Equal(t, hex.EncodeToString(sum[:]), x.secret(ns).Annotations[wellknown.AnnotationResourceDistributionHashCode], ns)
+		}
+		require.Len(t, got.Status.Conditions, 6)
+		for _, c := range got.Status.Conditions {
+			require.Equal(t, v1alpha1.ResourceDistributionConditionFalse, c.Status, c.Type)
+		}
+
+		// An included namespace is deleted.
+		require.NoError(t, x.f.Kube.CoreV1().Namespaces().Delete(x.ctx, ns1, metav1.DeleteOptions{}))
+		got = x.waitStatus(rd.Name, "the deleted namespace reported", func(rd *v1alpha1.ResourceDistribution) bool {
+			return len(rd.Status.Conditions) == 6 && len(rd.Status.Conditions[5].FailedNamespaces) == 1
+		})
+		require.Equal(t, v1alpha1.ResourceDistributionNamespaceNotExists, got.Status.Conditions[5].Type)
+		require.Equal(t, got.Status.Desired, got.Status.Succeeded)
+
+		// The targets change.
+		err := framework.WaitFor(x.ctx, rdTimeout, func(ctx context.Context) (bool, error) {
+			cur, err := x.f.Shoal.AppsV1alpha1().ResourceDistributions().Get(ctx, rd.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			cur.Spec.Targets.IncludedNamespaces = nsList(ns2)
+			cur.Spec.Targets.NamespaceLabelSelector.MatchLabels = map[string]string{group: "two"}
+			_, err = x.f.Shoal.AppsV1alpha1().ResourceDistributions().Update(ctx, cur, metav1.UpdateOptions{})
+			return err == nil, nil
+		})
+		require.NoError(t, err)
+		x.waitCopies(rd.Name, all[1:], []string{ns2, ns5})
+		x.waitStatus(rd.Name, "2 copies", func(rd *v1alpha1.ResourceDistribution) bool { return rd.Status.Succeeded == 2 })
+
+		// The distribution goes, and its copies with it.
+		require.NoError(t, x.f.Shoal.AppsV1alpha1().ResourceDistributions().Delete(x.ctx, rd.Name, metav1.DeleteOptions{}))
+		x.waitCopies(rd.Name, all[1:], nil)
+	})
+
+	t.Run("a same-named object it did not write is a conflict", func(t *testing.T) {
+		t.Parallel()
+		x := newRDFixture(t)
+		mine, theirs := x.namespace("mine", nil), x.namespace("theirs", nil)
+		_, err := x.f.Kube.CoreV1().Secrets(theirs).Create(x.ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: rdSecret}, StringData: map[string]string{"owner": "someone else"},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		rd := x.distribution("conflict", v1alpha1.ResourceDistributionTargets{IncludedNamespaces: nsList(mine, theirs)})
+		got := x.waitStatus(rd.Name, "the conflict reported", func(rd *v1alpha1.ResourceDistribution) bool {
+			return len(rd.Status.Conditions) == 6 && rd.Status.Conditions[4].Status == v1alpha1.ResourceDistributionConditionTrue
+		})
+		require.Equal(t, v1alpha1.ResourceDistributionConflictOccurred, got.Status.Conditions[4].Type)
+		require.Equal(t, []string{theirs}, got.Status.Conditions[4].FailedNamespaces)
+		require.EqualValues(t, 1, got.Status.Succeeded)
+		require.EqualValues(t, 1, got.Status.Failed)
+		require.Equal(t, "someone else", string(x.secret(theirs).Data["owner"]), "left alone")
+	})
+}
