@@ -262,21 +262,31 @@ func (p *plan) update(ds *v1beta1.DaemonSet, states []*nodeState, desired, unava
 	}
 
 	// The nodes still on the old revision that the update may reach:
-	// those the selector picks, beyond partition (which keeps the last
-	// nodes, by name, at the old revision).
-	var updated int
+	// those the selector picks, beyond partition. As OpenKruise's,
+	// partition counts the nodes that run a pod, and the update goes from
+	// the last node name backwards (the first ones keep the old revision);
+	// nodes already part way (a surge pod next to the old one) come first.
+	var updated, withPods int
 	var todo []*nodeState
 	for _, s := range states {
 		switch {
 		case !s.shouldKeepPod || len(s.old)+len(s.updated) == 0:
+			continue
 		case len(s.old) == 0:
 			updated++
 		case selector != nil && !selector.Matches(labels.Set(s.node.Labels)):
 		default:
 			todo = append(todo, s)
 		}
+		withPods++
 	}
-	allowed := max(desired-partition-updated, 0)
+	sort.SliceStable(todo, func(i, j int) bool {
+		if pi, pj := len(todo[i].updated) > 0, len(todo[j].updated) > 0; pi != pj {
+			return pi
+		}
+		return todo[i].node.Name > todo[j].node.Name
+	})
+	allowed := max(withPods-partition-updated, 0)
 	if len(todo) > allowed {
 		p.blocked = fmt.Sprintf("partition %d keeps %d nodes at the old revision", partition, len(todo)-allowed)
 	}

@@ -138,18 +138,21 @@ func TestPlanRollingUpdate(t *testing.T) {
 		deletes []string
 		updates []string
 	}{
-		{name: "Standard, maxUnavailable defaults to 1", ds: daemonSet(nil), pods: oldPods(), deletes: []string{"p1"}},
+		{name: "Standard, maxUnavailable defaults to 1; the last node first", ds: daemonSet(nil), pods: oldPods(), deletes: []string{"p3"}},
 		{name: "maxUnavailable 2", ds: daemonSet(rolling(func(r *v1beta1.RollingUpdateDaemonSet) { r.MaxUnavailable = ptr.To(intstr.FromInt32(2)) })),
-			pods: oldPods(), deletes: []string{"p1", "p2"}},
+			pods: oldPods(), deletes: []string{"p3", "p2"}},
 		{name: "an unavailable old pod goes first, outside the budget", ds: daemonSet(nil),
 			pods:    []*corev1.Pod{dsPod("p1", "n1", oldHash, time.Hour), dsPod("p2", "n2", oldHash, time.Hour), dsPod("p3", "n3", oldHash, time.Hour, notReady)},
 			deletes: []string{"p3"}},
 		{name: "InPlaceIfPossible updates within maxUnavailable", ds: daemonSet(rolling(func(r *v1beta1.RollingUpdateDaemonSet) {
 			r.Type, r.MaxUnavailable = v1beta1.InplaceRollingUpdateType, ptr.To(intstr.FromInt32(5))
-		})), pods: oldPods(), updates: []string{"p1", "p2", "p3"}},
-		{name: "partition 2 keeps the last two nodes", ds: daemonSet(rolling(func(r *v1beta1.RollingUpdateDaemonSet) {
+		})), pods: oldPods(), updates: []string{"p3", "p2", "p1"}},
+		{name: "partition 2 keeps the first two nodes", ds: daemonSet(rolling(func(r *v1beta1.RollingUpdateDaemonSet) {
 			r.MaxUnavailable, r.Partition = ptr.To(intstr.FromInt32(3)), ptr.To(intstr.FromInt32(2))
-		})), pods: oldPods(), deletes: []string{"p1"}},
+		})), pods: oldPods(), deletes: []string{"p3"}},
+		{name: "partition counts nodes with pods: a new node does not let an old pod go", ds: daemonSet(rolling(func(r *v1beta1.RollingUpdateDaemonSet) {
+			r.MaxUnavailable, r.Partition = ptr.To(intstr.FromInt32(3)), ptr.To(intstr.FromInt32(2))
+		})), pods: oldPods()[1:], create: []string{"n1"}},
 		{name: "selector: only pool b", ds: daemonSet(rolling(func(r *v1beta1.RollingUpdateDaemonSet) {
 			r.MaxUnavailable, r.Selector = ptr.To(intstr.FromInt32(3)), &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "b"}}
 		})), pods: oldPods(), deletes: []string{"p3"}},
@@ -157,7 +160,7 @@ func TestPlanRollingUpdate(t *testing.T) {
 		{name: "OnDelete", ds: daemonSet(func(ds *v1beta1.DaemonSet) { ds.Spec.UpdateStrategy.Type = v1beta1.OnDeleteDaemonSetStrategyType }), pods: oldPods()},
 		{name: "maxSurge 100%: a new pod next to each old one", ds: daemonSet(rolling(func(r *v1beta1.RollingUpdateDaemonSet) {
 			r.MaxSurge, r.MaxUnavailable = ptr.To(intstr.FromString("100%")), ptr.To(intstr.FromInt32(0))
-		})), pods: oldPods(), create: []string{"n1", "n2", "n3"}},
+		})), pods: oldPods(), create: []string{"n3", "n2", "n1"}},
 		{name: "maxSurge: the old pod goes once the new one is available", ds: daemonSet(rolling(func(r *v1beta1.RollingUpdateDaemonSet) {
 			r.MaxSurge, r.MaxUnavailable = ptr.To(intstr.FromInt32(1)), ptr.To(intstr.FromInt32(0))
 		})), pods: append(oldPods(), dsPod("q1", "n1", newHash, time.Minute), dsPod("q2", "n2", newHash, time.Second, notReady)),
