@@ -79,8 +79,14 @@ func New(o Options) (*Controller, error) {
 		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = t.Obj
 		}
-		if m, ok := obj.(metav1.Object); ok && m.GetLabels()[wellknown.LabelResourceDistribution] != "" {
-			c.queue.Add(m.GetLabels()[wellknown.LabelResourceDistribution])
+		m, ok := obj.(metav1.Object)
+		if !ok {
+			return
+		}
+		// The from annotation names the distribution in full (the label
+		// may be a hash of a long name).
+		if from := m.GetAnnotations()[wellknown.AnnotationResourceDistributionFrom]; from != "" {
+			c.queue.Add(from)
 		}
 	}
 	for _, h := range []struct {
@@ -217,7 +223,7 @@ func (c *Controller) copyNamespaces(rd *v1alpha1.ResourceDistribution, res resou
 	}
 	var out []string
 	for _, o := range inf.GetIndexer().List() {
-		if m, ok := o.(metav1.Object); ok && m.GetLabels()[wellknown.LabelResourceDistribution] == rd.Name && m.GetName() == res.name() {
+		if m, ok := o.(metav1.Object); ok && m.GetLabels()[wellknown.LabelResourceDistribution] == labelValue(rd.Name) && m.GetName() == res.name() {
 			out = append(out, m.GetNamespace())
 		}
 	}

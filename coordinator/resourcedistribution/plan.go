@@ -12,6 +12,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/shoal-io/shoal/protocol/apis/apps/v1alpha1"
 	"github.com/shoal-io/shoal/protocol/apis/wellknown"
@@ -37,6 +38,16 @@ var conditionOrder = []v1alpha1.ResourceDistributionConditionType{
 func HashCode(raw []byte) string {
 	sum := sha256.Sum256(raw)
 	return hex.EncodeToString(sum[:])
+}
+
+// labelValue is the copy label's value for distribution name: the name
+// itself, or, for a name longer than a label value may be (63), "h-" and
+// a hash of it.
+func labelValue(name string) string {
+	if len(validation.IsValidLabelValue(name)) == 0 {
+		return name
+	}
+	return "h-" + HashCode([]byte(name))[:40]
 }
 
 // resource is the object a distribution copies: a Secret or a ConfigMap.
@@ -96,7 +107,7 @@ func copyMeta(rd *v1alpha1.ResourceDistribution, src metav1.ObjectMeta, ns strin
 	if m.Annotations == nil {
 		m.Annotations = map[string]string{}
 	}
-	m.Labels[wellknown.LabelResourceDistribution] = rd.Name
+	m.Labels[wellknown.LabelResourceDistribution] = labelValue(rd.Name)
 	m.Annotations[wellknown.AnnotationResourceDistributionFrom] = rd.Name
 	m.Annotations[wellknown.AnnotationResourceDistributionHashCode] = HashCode(rd.Spec.Resource.Raw)
 	return m

@@ -1,6 +1,7 @@
 package resourcedistribution
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -75,6 +76,10 @@ func TestDecodeAndCopy(t *testing.T) {
 	require.Equal(t, HashCode(raw), m.Annotations[wellknown.AnnotationResourceDistributionHashCode])
 	require.Len(t, HashCode(raw), 64, "hex SHA-256 of spec.resource, as OpenKruise's e2e computes it")
 	require.Equal(t, "ResourceDistribution", metav1.GetControllerOf(&metav1.ObjectMeta{OwnerReferences: m.OwnerReferences}).Kind)
+
+	long := strings.Repeat("a", 70)
+	require.Len(t, labelValue(long), 42, "a name too long for a label value is hashed")
+	require.Equal(t, "sample", labelValue("sample"))
 
 	rd.Spec.Resource.Raw = []byte(`{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"x"}}`)
 	_, err = decode(rd)

@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
 
 	"github.com/shoal-io/shoal/protocol/apis/apps/v1alpha1"
 	"github.com/shoal-io/shoal/protocol/apis/wellknown"
@@ -29,7 +30,7 @@ const rdSecret = "resourcedistribution-e2e-test-secret"
 
 // rdFixture creates namespaces named prefix-<suffix> with labels (removed
 // at the end) and distributions (deleted at the end), all cluster-scoped,
-// named after the test's own namespace so parallel tests never meet.
+// under a random prefix so parallel tests never meet.
 type rdFixture struct {
 	t      *testing.T
 	f      *framework.Framework
@@ -39,7 +40,8 @@ type rdFixture struct {
 
 func newRDFixture(t *testing.T) *rdFixture {
 	f := newFramework(t)
-	return &rdFixture{t: t, f: f, ctx: t.Context(), prefix: f.Namespace}
+	// Short, so prefix-suffix stays a valid namespace name and label key.
+	return &rdFixture{t: t, f: f, ctx: t.Context(), prefix: "rd-" + utilrand.String(6)}
 }
 
 func (x *rdFixture) namespace(suffix string, labels map[string]string) string {
