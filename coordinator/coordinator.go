@@ -38,6 +38,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/shoal-io/shoal/coordinator/advancedcronjob"
 	"github.com/shoal-io/shoal/coordinator/auth"
 	"github.com/shoal-io/shoal/coordinator/broadcastjob"
 	"github.com/shoal-io/shoal/coordinator/certs"
@@ -229,6 +230,19 @@ func Run(ctx context.Context, o Options) error {
 	}
 	synced = append(synced, distributions.HasSynced)
 
+	cronJobs, err := advancedcronjob.New(advancedcronjob.Options{
+		Client: client, Shoal: shoal,
+		CronJobs:          shoalInformers.Apps().V1beta1().AdvancedCronJobs().Informer(),
+		Jobs:              kubeInformers.Batch().V1().Jobs().Informer(),
+		BroadcastJobs:     shoalInformers.Apps().V1beta1().BroadcastJobs().Informer(),
+		ImageListPullJobs: shoalInformers.Apps().V1alpha1().ImageListPullJobs().Informer(),
+		IsLeader:          isLeader, Recorder: recorder,
+	})
+	if err != nil {
+		return err
+	}
+	synced = append(synced, cronJobs.HasSynced)
+
 	bcj, err := broadcastjob.New(broadcastjob.Options{
 		Client: client, Shoal: shoal,
 		Jobs: shoalInformers.Apps().V1beta1().BroadcastJobs().Informer(), Pods: podInformer, Nodes: nodeInformer,
@@ -300,6 +314,7 @@ func Run(ctx context.Context, o Options) error {
 	hooks.Handle(webhook.CloneSetValidatePath, webhook.NewCloneSetAdmission(livePods).Validate)
 	hooks.Handle(webhook.BroadcastJobValidatePath, webhook.ValidateBroadcastJob)
 	hooks.Handle(webhook.DaemonSetValidatePath, webhook.ValidateDaemonSet)
+	hooks.Handle(webhook.AdvancedCronJobValidatePath, webhook.ValidateAdvancedCronJob)
 	hooks.HandleConversion(webhook.ConvertPath, conversion.Convert)
 
 	var informersSynced atomic.Bool
@@ -331,6 +346,7 @@ func Run(ctx context.Context, o Options) error {
 	g.Go(func() error { return readiness.Run(ctx) })
 	g.Go(func() error { return sets.Run(ctx) })
 	g.Go(func() error { return bcj.Run(ctx) })
+	g.Go(func() error { return cronJobs.Run(ctx) })
 	g.Go(func() error { return distributions.Run(ctx) })
 	g.Go(func() error { return daemons.Run(ctx) })
 	g.Go(func() error { return pulls.Run(ctx) })
@@ -391,6 +407,7 @@ func Run(ctx context.Context, o Options) error {
 			readiness.Resync()
 			sets.Resync()
 			bcj.Resync()
+			cronJobs.Resync()
 			distributions.Resync()
 			daemons.Resync()
 			pulls.Resync()

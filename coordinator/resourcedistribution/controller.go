@@ -38,6 +38,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/shoal-io/shoal/coordinator/syncloop"
+	"github.com/shoal-io/shoal/coordinator/workload"
 	"github.com/shoal-io/shoal/protocol/apis/apps/v1alpha1"
 	"github.com/shoal-io/shoal/protocol/apis/wellknown"
 	shoalclient "github.com/shoal-io/shoal/protocol/client/clientset/versioned"
@@ -63,9 +64,8 @@ type Options struct {
 
 // Controller reconciles ResourceDistributions.
 type Controller struct {
-	o     Options
-	queue syncloop.Queue
-	regs  []cache.ResourceEventHandlerRegistration
+	workload.Loop
+	o Options
 }
 
 // New returns a controller over the informers; Run starts it.
@@ -73,7 +73,7 @@ func New(o Options) (*Controller, error) {
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
-	c := &Controller{o: o, queue: syncloop.NewQueue("resourcedistribution", nil)}
+	c := &Controller{o: o, Loop: workload.Loop{Queue: syncloop.NewQueue("resourcedistribution", nil), Workloads: o.Distributions.GetIndexer()}}
 	all := func(any) { c.Resync() }
 	copyEvent := func(obj any) {
 		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -86,7 +86,7 @@ func New(o Options) (*Controller, error) {
 		// The from annotation names the distribution in full (the label
 		// may be a hash of a long name).
 		if from := m.GetAnnotations()[wellknown.AnnotationResourceDistributionFrom]; from != "" {
-			c.queue.Add(from)
+			c.Queue.Add(from)
 		}
 	}
 	for _, h := range []struct {
@@ -94,9 +94,7 @@ func New(o Options) (*Controller, error) {
 		handler cache.ResourceEventHandler
 		what    string
 	}{
-		{o.Distributions, cache.ResourceEventHandlerFuncs{
-			AddFunc: c.enqueue, UpdateFunc: func(_, obj any) { c.enqueue(obj) }, DeleteFunc: c.enqueue,
-		}, "ResourceDistributions"},
+		{o.Distributions, c.WorkloadHandler(), "ResourceDistributions"},
 		{o.Namespaces, cache.ResourceEventHandlerFuncs{
 			AddFunc: all, DeleteFunc: all,
 			UpdateFunc: func(old, obj any) {
@@ -110,40 +108,18 @@ func New(o Options) (*Controller, error) {
 		{o.Secrets, cache.ResourceEventHandlerFuncs{AddFunc: copyEvent, UpdateFunc: func(_, obj any) { copyEvent(obj) }, DeleteFunc: copyEvent}, "distributed Secrets"},
 		{o.ConfigMaps, cache.ResourceEventHandlerFuncs{AddFunc: copyEvent, UpdateFunc: func(_, obj any) { copyEvent(obj) }, DeleteFunc: copyEvent}, "distributed ConfigMaps"},
 	} {
-		reg, err := h.inf.AddEventHandler(h.handler)
-		if err != nil {
-			return nil, fmt.Errorf("watch %s: %w", h.what, err)
+		if err := c.Watch(h.inf, h.handler, h.what); err != nil {
+			return nil, err
 		}
-		c.regs = append(c.regs, reg)
 	}
 	return c, nil
 }
 
-// HasSynced reports whether the informers' initial lists went through the
-// controller's handlers.
-func (c *Controller) HasSynced() bool {
-	for _, r := range c.regs {
-		if !r.HasSynced() {
-			return false
-		}
-	}
-	return true
-}
-
-// Resync queues every distribution.
-func (c *Controller) Resync() {
-	for _, obj := range c.o.Distributions.GetIndexer().List() {
-		c.enqueue(obj)
-	}
-}
-
 // Run processes the queue until ctx ends.
 func (c *Controller) Run(ctx context.Context) error {
-	syncloop.Run(ctx, c.queue, 2, "ResourceDistribution", c.sync)
+	syncloop.Run(ctx, c.Queue, 2, "ResourceDistribution", c.sync)
 	return nil
 }
-
-func (c *Controller) enqueue(obj any) { syncloop.Enqueue(c.queue, obj) }
 
 // sync reconciles one distribution.
 func (c *Controller) sync(ctx context.Context, name string) (time.Duration, error) {

@@ -1,0 +1,187 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/shoal-io/shoal/protocol/apis/apps/v1beta1"
+	"github.com/shoal-io/shoal/protocol/apis/wellknown"
+	"github.com/shoal-io/shoal/test/e2e/framework"
+)
+
+// acjTimeout bounds a wait for a scheduled run (the schedules below run
+// every minute, or every few seconds).
+const acjTimeout = 2 * time.Minute
+
+// acjPodSpec runs `testserver sleep 1s` to completion.
+func acjPodSpec(f *framework.Framework) corev1.PodSpec {
+	return corev1.PodSpec{
+		TerminationGracePeriodSeconds: ptr.To[int64](1),
+		RestartPolicy:                 corev1.RestartPolicyNever,
+		Containers:                    []corev1.Container{{Name: "box", Image: f.Image("testserver:latest"), Args: []string{"sleep", "1s"}}},
+	}
+}
+
+// runsOf lists the Jobs the cron job started (by controller reference).
+func runsOf(ctx context.Context, t *testing.T, f *framework.Framework, name string) []batchv1.Job {
+	t.Helper()
+	list, err := f.Kube.BatchV1().Jobs(f.Namespace).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	var out []batchv1.Job
+	for _, j := range list.Items {
+		if ref := metav1.GetControllerOf(&j); ref != nil && ref.Kind == "AdvancedCronJob" && ref.Name == name {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+// TestAdvancedCronJob ports OpenKruise's AdvancedCronJob cases: "should
+// create and schedule AdvancedCronJob with Job template" and "... with
+// BroadcastJob template" (a run starts on the schedule and completes;
+// lastScheduleTime is set), and "should pause and resume AdvancedCronJob"
+// with a schedule of every 5 s instead of every minute (no run while
+// paused, runs again once resumed), plus the admission of a bad time
+// zone.
+func TestAdvancedCronJob(t *testing.T) {
+	t.Parallel()
+	f := newFramework(t)
+	ctx := t.Context()
+	cronJobs := f.Shoal.AppsV1beta1().AdvancedCronJobs(f.Namespace)
+	waitScheduled := func(t *testing.T, name string) *v1beta1.AdvancedCronJob {
+		t.Helper()
+		var last *v1beta1.AdvancedCronJob
+		err := framework.WaitFor(ctx, acjTimeout, func(ctx context.Context) (bool, error) {
+			acj, err := cronJobs.Get(ctx, name, metav1.GetOptions{})
+			last = acj
+			return err == nil && acj.Status.LastScheduleTime != nil, err
+		})
+		require.NoError(t, err, "AdvancedCronJob %s gets a lastScheduleTime; last status %+v", name, last.Status)
+		return last
+	}
+
+	t.Run("with Job template", func(t *testing.T) {
+		t.Parallel()
+		_, err := cronJobs.Create(ctx, &v1beta1.AdvancedCronJob{
+			ObjectMeta: metav1.ObjectMeta{Name: "acj-job"},
+			Spec: v1beta1.AdvancedCronJobSpec{Schedule: "*/1 * * * *", Template: v1beta1.CronJobTemplate{
+				JobTemplate: &batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: acjPodSpec(f)}}},
+			}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		acj := waitScheduled(t, "acj-job")
+		require.Equal(t, v1beta1.JobTemplate, acj.Status.Type)
+		var run batchv1.Job
+		err = framework.WaitFor(ctx, acjTimeout, func(ctx context.Context) (bool, error) {
+			runs := runsOf(ctx, t, f, "acj-job")
+			for _, j := range runs {
+				for _, c := range j.Status.Conditions {
+					if c.Type == batchv1.JobComplete && c.Status == corev1.ConditionTrue {
+						run = j
+						return true, nil
+					}
+				}
+			}
+			return false, nil
+		})
+		require.NoError(t, err, "a run completes")
+		require.NotEmpty(t, run.Annotations[wellknown.AnnotationScheduledAt])
+	})
+
+	t.Run("with BroadcastJob template", func(t *testing.T) {
+		t.Parallel()
+		_, err := cronJobs.Create(ctx, &v1beta1.AdvancedCronJob{
+			ObjectMeta: metav1.ObjectMeta{Name: "acj-bcj"},
+			Spec: v1beta1.AdvancedCronJobSpec{Schedule: "*/1 * * * *", Template: v1beta1.CronJobTemplate{
+				BroadcastJobTemplate: &v1beta1.BroadcastJobTemplateSpec{Spec: v1beta1.BroadcastJobSpec{
+					Template: corev1.PodTemplateSpec{Spec: acjPodSpec(f)}, CompletionPolicy: v1beta1.CompletionPolicy{Type: v1beta1.Always},
+				}},
+			}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		acj := waitScheduled(t, "acj-bcj")
+		require.Equal(t, v1beta1.BroadcastJobTemplate, acj.Status.Type)
+		err = framework.WaitFor(ctx, acjTimeout, func(ctx context.Context) (bool, error) {
+			list, err := f.Shoal.AppsV1beta1().BroadcastJobs(f.Namespace).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err
+			}
+			for _, j := range list.Items {
+				if ref := metav1.GetControllerOf(&j); ref != nil && ref.Name == "acj-bcj" && j.Status.Phase == v1beta1.PhaseCompleted {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		require.NoError(t, err, "a BroadcastJob run completes on every node")
+	})
+
+	t.Run("pause and resume", func(t *testing.T) {
+		t.Parallel()
+		_, err := cronJobs.Create(ctx, &v1beta1.AdvancedCronJob{
+			ObjectMeta: metav1.ObjectMeta{Name: "acj-pause"},
+			Spec: v1beta1.AdvancedCronJobSpec{Schedule: "@every 5s", ConcurrencyPolicy: v1beta1.AllowConcurrent,
+				SuccessfulJobsHistoryLimit: ptr.To[int32](100),
+				Template: v1beta1.CronJobTemplate{
+					JobTemplate: &batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: acjPodSpec(f)}}},
+				}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		err = framework.WaitFor(ctx, acjTimeout, func(ctx context.Context) (bool, error) { return len(runsOf(ctx, t, f, "acj-pause")) >= 1, nil })
+		require.NoError(t, err, "a first run")
+
+		setPaused := func(paused bool) {
+			t.Helper()
+			err := framework.WaitFor(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
+				acj, err := cronJobs.Get(ctx, "acj-pause", metav1.GetOptions{})
+				if err != nil {
+					return false, err
+				}
+				acj.Spec.Paused = ptr.To(paused)
+				_, err = cronJobs.Update(ctx, acj, metav1.UpdateOptions{})
+				return err == nil, nil
+			})
+			require.NoError(t, err)
+		}
+		setPaused(true)
+		// A run may start as the pause is written; after that, none.
+		paused := len(runsOf(ctx, t, f, "acj-pause"))
+		// (The waits below are meant to time out: the lists use the test's
+		// context, not the wait's.)
+		err = framework.WaitFor(ctx, 12*time.Second, func(context.Context) (bool, error) {
+			return len(runsOf(ctx, t, f, "acj-pause")) > paused+1, nil
+		})
+		require.Error(t, err, "at most the run in flight while pausing")
+		paused = len(runsOf(ctx, t, f, "acj-pause"))
+		err = framework.WaitFor(ctx, 12*time.Second, func(context.Context) (bool, error) {
+			return len(runsOf(ctx, t, f, "acj-pause")) > paused, nil
+		})
+		require.Error(t, err, "no run while paused (slots every 5 s)")
+
+		setPaused(false)
+		err = framework.WaitFor(ctx, acjTimeout, func(ctx context.Context) (bool, error) {
+			return len(runsOf(ctx, t, f, "acj-pause")) > paused, nil
+		})
+		require.NoError(t, err, "runs again once resumed")
+	})
+
+	t.Run("admission", func(t *testing.T) {
+		t.Parallel()
+		_, err := cronJobs.Create(ctx, &v1beta1.AdvancedCronJob{
+			ObjectMeta: metav1.ObjectMeta{Name: "acj-bad-zone"},
+			Spec: v1beta1.AdvancedCronJobSpec{Schedule: "0 2 * * *", TimeZone: ptr.To("Moon/Base"), Template: v1beta1.CronJobTemplate{
+				JobTemplate: &batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: acjPodSpec(f)}}},
+			}},
+		}, metav1.CreateOptions{})
+		require.ErrorContains(t, err, `spec.timeZone "Moon/Base"`)
+	})
+}
