@@ -41,8 +41,9 @@ type plan struct {
 }
 
 // failedPod reports whether a pod of the job failed: phase Failed, or (a
-// pod restarted in place under restartPolicy OnFailure) more container
-// restarts than failurePolicy.restartLimit.
+// pod restarted in place under restartPolicy OnFailure) more restarts
+// than failurePolicy.restartLimit, counted over all its containers, init
+// containers too, as OpenKruise counts them.
 func failedPod(p *corev1.Pod, restartLimit int32) bool {
 	if p.Status.Phase == corev1.PodFailed {
 		return true
@@ -50,12 +51,11 @@ func failedPod(p *corev1.Pod, restartLimit int32) bool {
 	if p.Status.Phase == corev1.PodSucceeded || p.Spec.RestartPolicy != corev1.RestartPolicyOnFailure {
 		return false
 	}
-	for _, s := range p.Status.ContainerStatuses {
-		if s.RestartCount > restartLimit {
-			return true
-		}
+	var restarts int32
+	for _, s := range append(slices.Clone(p.Status.InitContainerStatuses), p.Status.ContainerStatuses...) {
+		restarts += s.RestartCount
 	}
-	return false
+	return restarts > restartLimit
 }
 
 // parallelism resolves spec.parallelism against the eligible nodes (a

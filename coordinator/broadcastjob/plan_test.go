@@ -129,4 +129,11 @@ func TestRestartLimit(t *testing.T) {
 	require.EqualValues(t, 0, p.status.Active)
 	require.Equal(t, reasonCompleted, p.finished, "Continue: the job completes")
 	require.Equal(t, []*corev1.Pod{restarting}, p.deletes, "and the pod still restarting is stopped")
+
+	initLoop := jobPod("b", "n1", corev1.PodPending)
+	initLoop.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
+	initLoop.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "init", RestartCount: 2}}
+	initLoop.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "c", RestartCount: 1}}
+	require.True(t, failedPod(initLoop, 2), "restarts are summed, init containers included: 3 > 2")
+	require.False(t, failedPod(initLoop, 3))
 }
