@@ -183,5 +183,14 @@ func TestAdvancedCronJob(t *testing.T) {
 			}},
 		}, metav1.CreateOptions{})
 		require.ErrorContains(t, err, `spec.timeZone "Moon/Base"`)
+		// A real zone is known (the coordinator's image has no zoneinfo;
+		// the binary carries it).
+		_, err = cronJobs.Create(ctx, &v1beta1.AdvancedCronJob{
+			ObjectMeta: metav1.ObjectMeta{Name: "acj-shanghai"},
+			Spec: v1beta1.AdvancedCronJobSpec{Schedule: "0 2 * * *", TimeZone: ptr.To("Asia/Shanghai"), Template: v1beta1.CronJobTemplate{
+				JobTemplate: &batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: acjPodSpec(f)}}},
+			}},
+		}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		require.NoError(t, err)
 	})
 }
