@@ -206,6 +206,24 @@ func newPlan(ds *v1beta1.DaemonSet, nodes []*corev1.Node, pods []*corev1.Pod, ha
 	}
 	st.NumberUnavailable = st.DesiredNumberScheduled - st.NumberAvailable
 
+	// scaleStrategy.partitionedScaling (v1alpha1: the progressive-create
+	// annotation): with a partition, new pods go only to as many nodes as
+	// the partition leaves to the update revision, first node names first.
+	if ss, ru := ds.Spec.ScaleStrategy, ds.Spec.UpdateStrategy.RollingUpdate; ss != nil && ss.PartitionedScaling &&
+		ds.Spec.UpdateStrategy.Type != v1beta1.OnDeleteDaemonSetStrategyType && ru != nil && ru.Partition != nil {
+		desired := int(st.DesiredNumberScheduled)
+		partition, err := scaled("partition", ru.Partition, desired, 0)
+		if err != nil {
+			return nil, err
+		}
+		if partition != 0 {
+			partition = min(max(partition, 0), desired)
+			maxCreate := max(desired-int(st.UpdatedNumberScheduled)-partition, 0)
+			slices.Sort(p.create)
+			p.create = p.create[:min(len(p.create), maxCreate)]
+		}
+	}
+
 	if err := p.update(ds, states, int(st.DesiredNumberScheduled), unavailable, minReady, now); err != nil {
 		return nil, err
 	}
