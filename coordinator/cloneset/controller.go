@@ -226,6 +226,9 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		if err := c.preDownload(ctx, cs, updateRev, currentRev, p.updatedReady); err != nil {
 			log.Info("Image pre-download failed", "err", err.Error())
 		}
+		if err := c.trimPodsToDelete(ctx, cs); err != nil {
+			log.Info("Trimming scaleStrategy.podsToDelete failed", "err", err.Error())
+		}
 	}
 	if err := c.writeStatus(ctx, cs, p, actErr); err != nil {
 		return 0, errors.Join(actErr, err)
@@ -234,6 +237,43 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		return 0, actErr
 	}
 	return p.requeueAfter, nil
+}
+
+// trimPodsToDelete drops from spec.scaleStrategy.podsToDelete the names of
+// pods that no longer exist (their deletion is done), as OpenKruise does,
+// so the list does not grow for ever. A conflict waits for the next sync.
+func (c *Controller) trimPodsToDelete(ctx context.Context, cs *v1beta1.CloneSet) error {
+	if len(cs.Spec.ScaleStrategy.PodsToDelete) == 0 {
+		return nil
+	}
+	all, err := c.ownedPodObjects(cs)
+	if err != nil {
+		return err
+	}
+	keep, changed := stillToDelete(cs.Spec.ScaleStrategy.PodsToDelete, all)
+	if !changed {
+		return nil
+	}
+	next := cs.DeepCopy()
+	next.Spec.ScaleStrategy.PodsToDelete = keep
+	_, err = c.o.Shoal.AppsV1beta1().CloneSets(cs.Namespace).Update(ctx, next, metav1.UpdateOptions{})
+	return workload.IgnoreStale(err, "trim spec.scaleStrategy.podsToDelete of CloneSet %s/%s", cs.Namespace, cs.Name)
+}
+
+// stillToDelete keeps the names of podsToDelete that are pods of the
+// CloneSet still, and says whether any went.
+func stillToDelete(podsToDelete []string, pods []*corev1.Pod) ([]string, bool) {
+	exists := map[string]bool{}
+	for _, p := range pods {
+		exists[p.Name] = true
+	}
+	var keep []string
+	for _, n := range podsToDelete {
+		if exists[n] {
+			keep = append(keep, n)
+		}
+	}
+	return keep, len(keep) != len(podsToDelete)
 }
 
 // ownedPodObjects lists every pod object cs controls (by owner UID),

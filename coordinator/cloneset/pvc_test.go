@@ -61,3 +61,12 @@ func TestSetRevisionLabels(t *testing.T) {
 		require.Equal(t, "web-6d8f7b9c4", revisionOf(pod, "web"), "both forms read back as the revision")
 	}
 }
+
+func TestStillToDelete(t *testing.T) {
+	pods := []*corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "web-a"}}, {ObjectMeta: metav1.ObjectMeta{Name: "web-b"}}}
+	keep, changed := stillToDelete([]string{"web-a", "web-gone", "web-b"}, pods)
+	require.True(t, changed)
+	require.Equal(t, []string{"web-a", "web-b"}, keep)
+	_, changed = stillToDelete([]string{"web-b"}, pods)
+	require.False(t, changed)
+}
