@@ -59,14 +59,9 @@ func TestAdvancedCronJob(t *testing.T) {
 	cronJobs := f.Shoal.AppsV1beta1().AdvancedCronJobs(f.Namespace)
 	waitScheduled := func(t *testing.T, name string) *v1beta1.AdvancedCronJob {
 		t.Helper()
-		var last *v1beta1.AdvancedCronJob
-		err := framework.WaitFor(ctx, acjTimeout, func(ctx context.Context) (bool, error) {
-			acj, err := cronJobs.Get(ctx, name, metav1.GetOptions{})
-			last = acj
-			return err == nil && acj.Status.LastScheduleTime != nil, err
-		})
-		require.NoError(t, err, "AdvancedCronJob %s gets a lastScheduleTime; last status %+v", name, last.Status)
-		return last
+		return waitObject(ctx, t, cronJobs, acjTimeout, name, "gets a lastScheduleTime",
+			func(acj *v1beta1.AdvancedCronJob) bool { return acj.Status.LastScheduleTime != nil },
+			func(acj *v1beta1.AdvancedCronJob) any { return acj.Status })
 	}
 
 	t.Run("with Job template", func(t *testing.T) {
@@ -141,16 +136,7 @@ func TestAdvancedCronJob(t *testing.T) {
 
 		setPaused := func(paused bool) {
 			t.Helper()
-			err := framework.WaitFor(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
-				acj, err := cronJobs.Get(ctx, "acj-pause", metav1.GetOptions{})
-				if err != nil {
-					return false, err
-				}
-				acj.Spec.Paused = ptr.To(paused)
-				_, err = cronJobs.Update(ctx, acj, metav1.UpdateOptions{})
-				return err == nil, nil
-			})
-			require.NoError(t, err)
+			updateObject(ctx, t, cronJobs, "acj-pause", func(acj *v1beta1.AdvancedCronJob) { acj.Spec.Paused = ptr.To(paused) })
 		}
 		setPaused(true)
 		// A run may start as the pause is written; after that, none.

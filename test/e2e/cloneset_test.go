@@ -64,20 +64,13 @@ func testCloneSet(f *framework.Framework, name string, replicas int32) *v1beta1.
 	}
 }
 
-// waitCloneSet polls the CloneSet until done says so.
+// waitCloneSet polls the CloneSet until its status is of its generation
+// and done says so.
 func waitCloneSet(ctx context.Context, t *testing.T, f *framework.Framework, name, what string, done func(*v1beta1.CloneSet) bool) *v1beta1.CloneSet {
 	t.Helper()
-	var last *v1beta1.CloneSet
-	err := framework.WaitFor(ctx, cloneSetTimeout, func(ctx context.Context) (bool, error) {
-		cs, err := f.Shoal.AppsV1beta1().CloneSets(f.Namespace).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		last = cs
-		return cs.Status.ObservedGeneration == cs.Generation && done(cs), nil
-	})
-	require.NoError(t, err, "CloneSet %s: %s; last status %+v", name, what, last.Status)
-	return last
+	return waitObject(ctx, t, f.Shoal.AppsV1beta1().CloneSets(f.Namespace), cloneSetTimeout, name, what,
+		func(cs *v1beta1.CloneSet) bool { return cs.Status.ObservedGeneration == cs.Generation && done(cs) },
+		func(cs *v1beta1.CloneSet) any { return cs.Status })
 }
 
 // settled: every pod exists, is ready and at the update revision, as far
@@ -280,16 +273,7 @@ func inPlaceCloneSet(f *framework.Framework, name string, replicas int32, policy
 // conflict with the controller's status writes.
 func updateCloneSet(ctx context.Context, t *testing.T, f *framework.Framework, name string, change func(*v1beta1.CloneSet)) {
 	t.Helper()
-	err := framework.WaitFor(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
-		cs, err := f.Shoal.AppsV1beta1().CloneSets(f.Namespace).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		change(cs)
-		_, err = f.Shoal.AppsV1beta1().CloneSets(f.Namespace).Update(ctx, cs, metav1.UpdateOptions{})
-		return err == nil, nil
-	})
-	require.NoError(t, err, "update CloneSet %s", name)
+	updateObject(ctx, t, f.Shoal.AppsV1beta1().CloneSets(f.Namespace), name, change)
 }
 
 // byUID indexes pods by UID.

@@ -115,20 +115,14 @@ func runningOn(nodes []string) func(map[string][]corev1.Pod) bool {
 // and CheckDaemonReady do.
 func waitDaemonStatus(ctx context.Context, t *testing.T, f *framework.Framework, name string) *v1beta1.DaemonSet {
 	t.Helper()
-	var last *v1beta1.DaemonSet
-	err := framework.WaitFor(ctx, daemonSetTimeout, func(ctx context.Context) (bool, error) {
-		ds, err := f.Shoal.AppsV1beta1().DaemonSets(f.Namespace).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		last = ds
-		s := ds.Status
-		return s.ObservedGeneration == ds.Generation && s.DesiredNumberScheduled > 0 && s.DesiredNumberScheduled == s.CurrentNumberScheduled &&
-			s.DesiredNumberScheduled == s.NumberReady && s.DesiredNumberScheduled == s.NumberAvailable &&
-			s.DesiredNumberScheduled == s.UpdatedNumberScheduled, nil
-	})
-	require.NoError(t, err, "DaemonSet %s settles; last status %+v", name, last.Status)
-	return last
+	return waitObject(ctx, t, f.Shoal.AppsV1beta1().DaemonSets(f.Namespace), daemonSetTimeout, name, "settles",
+		func(ds *v1beta1.DaemonSet) bool {
+			s := ds.Status
+			return s.ObservedGeneration == ds.Generation && s.DesiredNumberScheduled > 0 && s.DesiredNumberScheduled == s.CurrentNumberScheduled &&
+				s.DesiredNumberScheduled == s.NumberReady && s.DesiredNumberScheduled == s.NumberAvailable &&
+				s.DesiredNumberScheduled == s.UpdatedNumberScheduled
+		},
+		func(ds *v1beta1.DaemonSet) any { return ds.Status })
 }
 
 func createDaemonSet(ctx context.Context, t *testing.T, f *framework.Framework, ds *v1beta1.DaemonSet) {
@@ -141,16 +135,7 @@ func createDaemonSet(ctx context.Context, t *testing.T, f *framework.Framework, 
 // conflict with the controller's status writes.
 func updateDaemonSet(ctx context.Context, t *testing.T, f *framework.Framework, name string, change func(*v1beta1.DaemonSet)) {
 	t.Helper()
-	err := framework.WaitFor(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
-		ds, err := f.Shoal.AppsV1beta1().DaemonSets(f.Namespace).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		change(ds)
-		_, err = f.Shoal.AppsV1beta1().DaemonSets(f.Namespace).Update(ctx, ds, metav1.UpdateOptions{})
-		return err == nil, nil
-	})
-	require.NoError(t, err, "update DaemonSet %s", name)
+	updateObject(ctx, t, f.Shoal.AppsV1beta1().DaemonSets(f.Namespace), name, change)
 }
 
 // uids maps node to the UID of its one pod.

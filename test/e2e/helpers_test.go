@@ -197,3 +197,50 @@ func parseSandboxes(log string) []sandbox {
 	}
 	return out
 }
+
+// objectClient is the part of a typed client (a CloneSet's, a
+// DaemonSet's, ...) that waitObject and updateObject use.
+type objectClient[T any] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
+}
+
+// waitObject polls object name through c until done says so, at most
+// timeout; a failure names what was awaited and shows status of the last
+// copy read.
+func waitObject[T any](ctx context.Context, t *testing.T, c objectClient[T], timeout time.Duration, name, what string,
+	done func(T) bool, status func(T) any) T {
+	t.Helper()
+	var last T
+	var seen bool
+	err := framework.WaitFor(ctx, timeout, func(ctx context.Context) (bool, error) {
+		obj, err := c.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		last, seen = obj, true
+		return done(obj), nil
+	})
+	var lastStatus any = "none read"
+	if seen {
+		lastStatus = status(last)
+	}
+	require.NoError(t, err, "%s %s: %s; last status %+v", fmt.Sprintf("%T", last), name, what, lastStatus)
+	return last
+}
+
+// updateObject reads, changes and writes object name through c, retrying
+// on a conflict with the controllers' status writes.
+func updateObject[T any](ctx context.Context, t *testing.T, c objectClient[T], name string, change func(T)) {
+	t.Helper()
+	err := framework.WaitFor(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
+		obj, err := c.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		change(obj)
+		_, err = c.Update(ctx, obj, metav1.UpdateOptions{})
+		return err == nil, nil
+	})
+	require.NoError(t, err, "update %s", name)
+}

@@ -102,17 +102,11 @@ func (x *rdFixture) waitCopies(rd string, watched, want []string) {
 
 func (x *rdFixture) waitStatus(name, what string, done func(*v1alpha1.ResourceDistribution) bool) *v1alpha1.ResourceDistribution {
 	x.t.Helper()
-	var last *v1alpha1.ResourceDistribution
-	err := framework.WaitFor(x.ctx, rdTimeout, func(ctx context.Context) (bool, error) {
-		rd, err := x.f.Shoal.AppsV1alpha1().ResourceDistributions().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		last = rd
-		return rd.Status.ObservedGeneration == rd.Generation && done(rd), nil
-	})
-	require.NoError(x.t, err, "ResourceDistribution %s: %s; last status %+v", name, what, last.Status)
-	return last
+	return waitObject(x.ctx, x.t, x.f.Shoal.AppsV1alpha1().ResourceDistributions(), rdTimeout, name, what,
+		func(rd *v1alpha1.ResourceDistribution) bool {
+			return rd.Status.ObservedGeneration == rd.Generation && done(rd)
+		},
+		func(rd *v1alpha1.ResourceDistribution) any { return rd.Status })
 }
 
 func nsList(names ...string) v1alpha1.ResourceDistributionTargetNamespaces {
@@ -208,17 +202,10 @@ func TestResourceDistribution(t *testing.T) {
 		require.Equal(t, got.Status.Desired, got.Status.Succeeded)
 
 		// The targets change.
-		err := framework.WaitFor(x.ctx, rdTimeout, func(ctx context.Context) (bool, error) {
-			cur, err := x.f.Shoal.AppsV1alpha1().ResourceDistributions().Get(ctx, rd.Name, metav1.GetOptions{})
-			if err != nil {
-				return false, err
-			}
+		updateObject(x.ctx, t, x.f.Shoal.AppsV1alpha1().ResourceDistributions(), rd.Name, func(cur *v1alpha1.ResourceDistribution) {
 			cur.Spec.Targets.IncludedNamespaces = nsList(ns2)
 			cur.Spec.Targets.NamespaceLabelSelector.MatchLabels = map[string]string{group: "two"}
-			_, err = x.f.Shoal.AppsV1alpha1().ResourceDistributions().Update(ctx, cur, metav1.UpdateOptions{})
-			return err == nil, nil
 		})
-		require.NoError(t, err)
 		x.waitCopies(rd.Name, all[1:], []string{ns2, ns5})
 		x.waitStatus(rd.Name, "2 copies", func(rd *v1alpha1.ResourceDistribution) bool { return rd.Status.Succeeded == 2 })
 

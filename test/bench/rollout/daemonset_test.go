@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"sort"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 
 	"github.com/shoal-io/shoal/protocol/apis/apps/v1beta1"
@@ -127,7 +125,7 @@ func runDaemonSet(t *testing.T, scenario string, inPlace bool) dsResult {
 	require.NoError(t, err)
 	require.NoError(t, waitDaemonSet(ctx, f, ""), "the first rollout")
 
-	w := watchNodes(ctx, t, f)
+	w := watchPods(ctx, t, f, "bench-ds")
 	before := servedBytes(reg)
 	start := time.Now()
 	patchImage(ctx, t, func() error {
@@ -140,7 +138,7 @@ func runDaemonSet(t *testing.T, scenario string, inPlace bool) dsResult {
 		return err
 	})
 	require.NoError(t, waitDaemonSet(ctx, f, image), "the image rollout")
-	r := dsResult{name: scenario, total: time.Since(start), unready: w.stop()}
+	r := dsResult{name: scenario, total: time.Since(start), unready: unreadyByNode(w.stop())}
 	r.registryBytes = servedBytes(reg) - before
 	require.NotEmpty(t, r.unready, "pods went unready and back")
 	t.Logf("%s: total %s, unready by node %v, registry bytes %.0f", scenario, r.total, r.unready, r.registryBytes)
@@ -180,67 +178,22 @@ func waitDaemonSet(ctx context.Context, f *framework.Framework, image string) er
 	})
 }
 
-// nodeWatch records, per node, when its pod stopped serving and when a pod
-// on it served again.
-type nodeWatch struct {
-	mu      sync.Mutex
-	serving map[string]bool // pod UID
-	stopped map[string]time.Time
-	unready map[string]time.Duration
-	cancel  context.CancelFunc
-	done    chan struct{}
-}
-
-func watchNodes(ctx context.Context, t *testing.T, f *framework.Framework) *nodeWatch {
-	t.Helper()
-	list, err := f.Kube.CoreV1().Pods(f.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app=bench-ds"})
-	require.NoError(t, err)
-	w := &nodeWatch{serving: map[string]bool{}, stopped: map[string]time.Time{}, unready: map[string]time.Duration{}, done: make(chan struct{})}
-	for _, p := range list.Items {
-		w.serving[string(p.UID)] = serving(&p)
-	}
-	wctx, cancel := context.WithCancel(ctx)
-	w.cancel = cancel
-	watcher, err := f.Kube.CoreV1().Pods(f.Namespace).Watch(wctx, metav1.ListOptions{LabelSelector: "app=bench-ds", ResourceVersion: list.ResourceVersion})
-	require.NoError(t, err)
-	go func() {
-		defer close(w.done)
-		defer watcher.Stop()
-		for ev := range watcher.ResultChan() {
-			p, ok := ev.Object.(*corev1.Pod)
-			if !ok {
-				continue
-			}
-			now := time.Now()
-			is := ev.Type != watch.Deleted && serving(p)
-			w.mu.Lock()
-			was := w.serving[string(p.UID)]
-			w.serving[string(p.UID)] = is
-			node := p.Spec.NodeName
-			switch {
-			case was && !is:
-				if _, down := w.stopped[node]; !down {
-					w.stopped[node] = now
-				}
-			case !was && is:
-				if at, down := w.stopped[node]; down {
-					w.unready[node] += now.Sub(at)
-					delete(w.stopped, node)
-				}
-			}
-			w.mu.Unlock()
+// unreadyByNode sums, per node, the time from its pod leaving service
+// to a pod on that node serving again.
+func unreadyByNode(ts []transition) map[string]time.Duration {
+	out := map[string]time.Duration{}
+	stopped := map[string]time.Time{}
+	for _, tr := range ts {
+		at, down := stopped[tr.node]
+		switch {
+		case !tr.serving && !down:
+			stopped[tr.node] = tr.at
+		case tr.serving && down:
+			out[tr.node] += tr.at.Sub(at)
+			delete(stopped, tr.node)
 		}
-	}()
-	return w
-}
-
-// stop ends the watch and returns the unready time by node.
-func (w *nodeWatch) stop() map[string]time.Duration {
-	w.cancel()
-	<-w.done
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.unready
+	}
+	return out
 }
 
 // servedBytes sums the blob bytes reg served.

@@ -177,7 +177,7 @@ func runScenario(t *testing.T, scenario, kind string, n int) result {
 	}
 	require.NoError(t, waitDone(ctx, f, kind, n, ""), "the first rollout")
 
-	w := watchPods(ctx, t, f)
+	w := watchPods(ctx, t, f, "bench")
 	before := scrapeWrites(ctx, t, f)
 	start := time.Now()
 	switch kind {
@@ -205,7 +205,7 @@ func runScenario(t *testing.T, scenario, kind string, n int) result {
 	require.NoError(t, waitDone(ctx, f, kind, n, image), "the image rollout")
 	total := time.Since(start)
 	after := scrapeWrites(ctx, t, f)
-	stops, starts := w.stop(start)
+	stops, starts := stopsAndStarts(w.stop(), start)
 	unready := pair(stops, starts)
 	require.NotEmpty(t, unready, "pods went unready and back")
 
@@ -309,20 +309,29 @@ func pushFreshImageTo(ctx context.Context, t *testing.T, f *framework.Framework,
 	return ref
 }
 
-// podWatch records when pods stopped and started serving.
-type podWatch struct {
-	mu     sync.Mutex
-	ready  map[string]bool
-	stops  []time.Time
-	starts []time.Time
-	cancel context.CancelFunc
-	done   chan struct{}
+// transition is a pod of the watched set starting or stopping to serve.
+type transition struct {
+	at      time.Time
+	node    string
+	serving bool
 }
 
-// watchPods starts recording the namespace's pods' readiness changes.
-func watchPods(ctx context.Context, t *testing.T, f *framework.Framework) *podWatch {
+// podWatch records the serving transitions of the namespace's pods of
+// label selector app=<app>.
+type podWatch struct {
+	mu          sync.Mutex
+	ready       map[string]bool // by pod UID
+	transitions []transition
+	cancel      context.CancelFunc
+	done        chan struct{}
+}
+
+// watchPods starts recording the readiness changes of the pods labelled
+// app=<app>.
+func watchPods(ctx context.Context, t *testing.T, f *framework.Framework, app string) *podWatch {
 	t.Helper()
-	list, err := f.Kube.CoreV1().Pods(f.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app=bench"})
+	selector := "app=" + app
+	list, err := f.Kube.CoreV1().Pods(f.Namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
 	require.NoError(t, err)
 	w := &podWatch{ready: map[string]bool{}, done: make(chan struct{})}
 	for _, p := range list.Items {
@@ -330,7 +339,7 @@ func watchPods(ctx context.Context, t *testing.T, f *framework.Framework) *podWa
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	w.cancel = cancel
-	watcher, err := f.Kube.CoreV1().Pods(f.Namespace).Watch(wctx, metav1.ListOptions{LabelSelector: "app=bench", ResourceVersion: list.ResourceVersion})
+	watcher, err := f.Kube.CoreV1().Pods(f.Namespace).Watch(wctx, metav1.ListOptions{LabelSelector: selector, ResourceVersion: list.ResourceVersion})
 	require.NoError(t, err)
 	go func() {
 		defer close(w.done)
@@ -340,15 +349,10 @@ func watchPods(ctx context.Context, t *testing.T, f *framework.Framework) *podWa
 			if !ok {
 				continue
 			}
-			now := time.Now()
 			is := ev.Type != watch.Deleted && serving(p)
 			w.mu.Lock()
-			was := w.ready[string(p.UID)]
-			switch {
-			case was && !is:
-				w.stops = append(w.stops, now)
-			case !was && is:
-				w.starts = append(w.starts, now)
+			if was := w.ready[string(p.UID)]; was != is {
+				w.transitions = append(w.transitions, transition{at: time.Now(), node: p.Spec.NodeName, serving: is})
 			}
 			w.ready[string(p.UID)] = is
 			w.mu.Unlock()
@@ -357,20 +361,24 @@ func watchPods(ctx context.Context, t *testing.T, f *framework.Framework) *podWa
 	return w
 }
 
-// stop ends the watch and returns the stops and starts after since.
-func (w *podWatch) stop(since time.Time) (stops, starts []time.Time) {
+// stop ends the watch and returns the transitions, oldest first.
+func (w *podWatch) stop() []transition {
 	w.cancel()
 	<-w.done
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, s := range w.stops {
-		if !s.Before(since) {
-			stops = append(stops, s)
-		}
-	}
-	for _, s := range w.starts {
-		if !s.Before(since) {
-			starts = append(starts, s)
+	return w.transitions
+}
+
+// stopsAndStarts are the times pods stopped and started serving since.
+func stopsAndStarts(ts []transition, since time.Time) (stops, starts []time.Time) {
+	for _, tr := range ts {
+		switch {
+		case tr.at.Before(since):
+		case tr.serving:
+			starts = append(starts, tr.at)
+		default:
+			stops = append(stops, tr.at)
 		}
 	}
 	return stops, starts
