@@ -51,6 +51,7 @@ import (
 	"github.com/shoal-io/shoal/coordinator/podreadiness"
 	"github.com/shoal-io/shoal/coordinator/recreate"
 	"github.com/shoal-io/shoal/coordinator/resourcedistribution"
+	"github.com/shoal-io/shoal/coordinator/statefulset"
 	"github.com/shoal-io/shoal/coordinator/statuswriter"
 	"github.com/shoal-io/shoal/coordinator/testwork"
 	"github.com/shoal-io/shoal/coordinator/webhook"
@@ -214,6 +215,19 @@ func Run(ctx context.Context, o Options) error {
 	}
 	synced = append(synced, daemons.HasSynced)
 
+	statefulSets, err := statefulset.New(statefulset.Options{
+		Client: client, Shoal: shoal,
+		StatefulSets: shoalInformers.Apps().V1beta1().StatefulSets().Informer(), Pods: podInformer,
+		Revisions: kubeInformers.Apps().V1().ControllerRevisions().Informer(),
+		Claims:    kubeInformers.Core().V1().PersistentVolumeClaims().Informer(),
+		Jobs:      shoalInformers.Apps().V1alpha1().ImagePullJobs().Informer(),
+		IsLeader:  isLeader, Recorder: recorder, Features: o.Features,
+	})
+	if err != nil {
+		return err
+	}
+	synced = append(synced, statefulSets.HasSynced)
+
 	// ResourceDistribution copies: only the labelled Secrets and ConfigMaps.
 	copyInformers := kubeinformers.NewSharedInformerFactoryWithOptions(client, 0,
 		kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = wellknown.LabelResourceDistribution }))
@@ -314,6 +328,7 @@ func Run(ctx context.Context, o Options) error {
 	hooks.Handle(webhook.CloneSetValidatePath, webhook.NewCloneSetAdmission(livePods).Validate)
 	hooks.Handle(webhook.BroadcastJobValidatePath, webhook.ValidateBroadcastJob)
 	hooks.Handle(webhook.DaemonSetValidatePath, webhook.ValidateDaemonSet)
+	hooks.Handle(webhook.StatefulSetValidatePath, webhook.ValidateStatefulSet)
 	hooks.Handle(webhook.AdvancedCronJobValidatePath, webhook.ValidateAdvancedCronJob)
 	hooks.HandleConversion(webhook.ConvertPath, conversion.Convert)
 
@@ -349,6 +364,7 @@ func Run(ctx context.Context, o Options) error {
 	g.Go(func() error { return cronJobs.Run(ctx) })
 	g.Go(func() error { return distributions.Run(ctx) })
 	g.Go(func() error { return daemons.Run(ctx) })
+	g.Go(func() error { return statefulSets.Run(ctx) })
 	g.Go(func() error { return pulls.Run(ctx) })
 	g.Go(func() error { return lists.Run(ctx) })
 	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
@@ -410,6 +426,7 @@ func Run(ctx context.Context, o Options) error {
 			cronJobs.Resync()
 			distributions.Resync()
 			daemons.Resync()
+			statefulSets.Resync()
 			pulls.Resync()
 			lists.Resync()
 		}, func() {

@@ -46,6 +46,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -61,6 +62,7 @@ import (
 	"github.com/shoal-io/shoal/coordinator/workload/expectations"
 	"github.com/shoal-io/shoal/coordinator/workload/inplace"
 	"github.com/shoal-io/shoal/coordinator/workload/lifecycle"
+	"github.com/shoal-io/shoal/coordinator/workload/podops"
 	"github.com/shoal-io/shoal/coordinator/workload/predownload"
 	"github.com/shoal-io/shoal/coordinator/workload/revision"
 	"github.com/shoal-io/shoal/protocol/apis/apps/v1beta1"
@@ -103,10 +105,11 @@ type Options struct {
 // Controller reconciles CloneSets.
 type Controller struct {
 	workload.Loop
-	o      Options
-	update *inplace.Updater
-	pods   cache.Indexer
-	revs   cache.Indexer
+	o Options
+	// ops deletes, updates in place and moves along the pods.
+	ops  *podops.Ops
+	pods cache.Indexer
+	revs cache.Indexer
 	// preDownloads creates and deletes the pre-download ImagePullJobs.
 	preDownloads *predownload.Manager
 	claims       cache.Indexer // nil without Options.Claims
@@ -131,15 +134,20 @@ func New(o Options) (*Controller, error) {
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
+	expect := expectations.New(o.Clock, 0)
 	c := &Controller{
 		Loop: workload.Loop{
-			Queue: syncloop.NewQueue("cloneset", nil), Expect: expectations.New(o.Clock, 0),
+			Queue: syncloop.NewQueue("cloneset", nil), Expect: expect,
 			Owner: owner, Workloads: o.CloneSets.GetIndexer(),
 		},
-		o:      o,
-		update: &inplace.Updater{Client: o.Client, Clock: o.Clock, Restart: inplace.RestartWithCRR(o.Shoal)},
-		pods:   o.Pods.GetIndexer(), revs: o.Revisions.GetIndexer(),
+		o:    o,
+		pods: o.Pods.GetIndexer(), revs: o.Revisions.GetIndexer(),
 		preDownloads: &predownload.Manager{Client: o.Client, Shoal: o.Shoal, Recorder: o.Recorder, Index: byOwner},
+	}
+	c.ops = &podops.Ops{
+		Client: o.Client, Recorder: o.Recorder, Expect: expect, Clock: o.Clock, Kind: "CloneSet",
+		Update:      &inplace.Updater{Client: o.Client, Clock: o.Clock, Restart: inplace.RestartWithCRR(o.Shoal)},
+		AfterDelete: c.deletePodClaims,
 	}
 	informers := []cache.SharedIndexInformer{o.Pods, o.Revisions}
 	if o.Jobs != nil {
@@ -471,71 +479,14 @@ func (c *Controller) createPod(ctx context.Context, cs *v1beta1.CloneSet, key st
 // labels and finalizers are gone; its update event brings the CloneSet
 // back.
 func (c *Controller) retire(ctx context.Context, cs *v1beta1.CloneSet, key string, d deletion) error {
-	step := lifecycle.BeforeDelete(cs.Spec.Lifecycle, d.pod)
-	cur := d.pod
-	if step.MarkNotReady {
-		var err error
-		if cur, err = c.markNotReady(ctx, d.pod, "PreparingDelete", "held by the CloneSet's preDelete lifecycle hook"); err != nil {
-			return err
-		}
-	}
-	if step.Proceed {
-		return c.deletePod(ctx, cs, key, d.pod, d.why)
-	}
-	if step.State == "" {
-		return nil // still held
-	}
-	pod := cur.DeepCopy()
-	lifecycle.SetState(pod, step.State, c.o.Clock.Now())
-	if _, err := c.o.Client.CoreV1().Pods(pod.Namespace).Update(ctx, pod, metav1.UpdateOptions{}); err != nil {
-		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-			return nil // a newer copy comes through the informer
-		}
-		return fmt.Errorf("move pod %s to %s: %w", pod.Name, step.State, err)
-	}
-	c.o.Recorder.Eventf(cs, d.pod, corev1.EventTypeNormal, "PreparingDelete", "Delete",
-		"pod %s is held by the preDelete lifecycle hook before it is deleted (%s)", pod.Name, d.why)
-	return nil
+	_, err := c.ops.Retire(ctx, cs, key, cs.Spec.Lifecycle, d.pod, d.why)
+	return err
 }
 
-// markNotReady sets the pod's KruisePodReady condition False (once) and
-// returns the pod as written (p itself when nothing changed).
-func (c *Controller) markNotReady(ctx context.Context, p *corev1.Pod, reason, message string) (*corev1.Pod, error) {
-	return c.setKruisePodReady(ctx, p, corev1.ConditionFalse, reason, message)
-}
-
-// setKruisePodReady sets the pod's KruisePodReady condition and returns
-// the pod as written (p itself when nothing changed).
-func (c *Controller) setKruisePodReady(ctx context.Context, p *corev1.Pod, status corev1.ConditionStatus, reason, message string) (*corev1.Pod, error) {
-	pod := p.DeepCopy()
-	if !lifecycle.SetKruisePodReady(pod, status, reason, message, c.o.Clock.Now()) {
-		return p, nil
-	}
-	written, err := c.o.Client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
-	if err != nil {
-		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-			return p, nil
-		}
-		return nil, fmt.Errorf("set %s %s on pod %s: %w", wellknown.ConditionKruisePodReady, status, pod.Name, err)
-	}
-	return written, nil
-}
-
-// deletePod deletes one pod of cs, for why (logged and in the event).
-func (c *Controller) deletePod(ctx context.Context, cs *v1beta1.CloneSet, key string, p *corev1.Pod, why string) error {
-	c.Expect.Expect(key, expectations.Delete, p.Name)
-	err := c.o.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}})
-	if err != nil {
-		c.Expect.Observe(key, expectations.Delete, p.Name)
-		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-			return nil
-		}
-		c.o.Recorder.Eventf(cs, p, corev1.EventTypeWarning, "FailedDelete", "Delete", "delete pod %s (%s): %v", p.Name, why, err)
-		return fmt.Errorf("delete pod %s: %w", p.Name, err)
-	}
-	c.o.Recorder.Eventf(cs, p, corev1.EventTypeNormal, "SuccessfulDelete", "Delete", "deleted pod %s: %s", p.Name, why)
-	// The pod's PVCs go with it (they stay only for a pod that vanished
-	// some other way).
+// deletePodClaims deletes the PVCs of a pod the CloneSet deleted (they
+// stay only for a pod that vanished some other way).
+func (c *Controller) deletePodClaims(ctx context.Context, owner runtime.Object, p *corev1.Pod) error {
+	cs := owner.(*v1beta1.CloneSet)
 	claims, err := c.ownedClaims(cs)
 	if err != nil {
 		return err

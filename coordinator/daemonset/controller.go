@@ -60,6 +60,7 @@ import (
 	"github.com/shoal-io/shoal/coordinator/workload/inplace"
 	"github.com/shoal-io/shoal/coordinator/workload/lifecycle"
 	"github.com/shoal-io/shoal/coordinator/workload/placement"
+	"github.com/shoal-io/shoal/coordinator/workload/podops"
 	"github.com/shoal-io/shoal/coordinator/workload/predownload"
 	"github.com/shoal-io/shoal/coordinator/workload/revision"
 	"github.com/shoal-io/shoal/protocol/apis/apps/v1beta1"
@@ -94,8 +95,9 @@ type Options struct {
 // Controller reconciles Advanced DaemonSets.
 type Controller struct {
 	workload.Loop
-	o      Options
-	update *inplace.Updater
+	o Options
+	// ops deletes, updates in place and moves along the pods.
+	ops *podops.Ops
 	// preDownloads creates and deletes the pre-download ImagePullJobs.
 	preDownloads *predownload.Manager
 	// backoff holds, by DaemonSet key and node, when a node whose daemon
@@ -135,14 +137,18 @@ func New(o Options) (*Controller, error) {
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
+	expect := expectations.New(o.Clock, 0)
 	c := &Controller{
 		Loop: workload.Loop{
-			Queue: syncloop.NewQueue("daemonset", nil), Expect: expectations.New(o.Clock, 0),
+			Queue: syncloop.NewQueue("daemonset", nil), Expect: expect,
 			Owner: owner, Workloads: o.DaemonSets.GetIndexer(),
 		},
-		o:      o,
-		update: &inplace.Updater{Client: o.Client, Clock: o.Clock, Restart: inplace.RestartWithCRR(o.Shoal)},
-		pods:   o.Pods.GetIndexer(), nodes: o.Nodes.GetIndexer(), revs: o.Revisions.GetIndexer(),
+		o: o,
+		ops: &podops.Ops{
+			Client: o.Client, Recorder: o.Recorder, Expect: expect, Clock: o.Clock, Kind: "DaemonSet",
+			Update: &inplace.Updater{Client: o.Client, Clock: o.Clock, Restart: inplace.RestartWithCRR(o.Shoal)},
+		},
+		pods: o.Pods.GetIndexer(), nodes: o.Nodes.GetIndexer(), revs: o.Revisions.GetIndexer(),
 		preDownloads: &predownload.Manager{Client: o.Client, Shoal: o.Shoal, Recorder: o.Recorder, Index: byOwner},
 	}
 	informers := []cache.SharedIndexInformer{o.Pods, o.Revisions}
@@ -289,31 +295,17 @@ func (c *Controller) owned(indexer cache.Indexer, ds *v1beta1.DaemonSet) ([]any,
 	return indexer.ByIndex(byOwner, string(ds.UID))
 }
 
-// progress moves pods along: in-place updates (InPlaceUpdateReady back to
-// True) and PreparingNormal pods whose preNormal hook is all hooked.
+// progress moves pods along (podops.Ops.Progress): in-place updates to
+// InPlaceUpdateReady True, PreparingNormal pods whose preNormal hook is
+// all hooked to Normal.
 func (c *Controller) progress(ctx context.Context, ds *v1beta1.DaemonSet, pods []*corev1.Pod) (time.Duration, error) {
 	var requeue time.Duration
 	var errs []error
 	for _, pod := range pods {
-		if inplace.InProgress(pod) {
-			pr, err := c.update.Refresh(ctx, pod)
-			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-				errs = append(errs, err)
-			}
-			if pr.Done {
-				c.o.Recorder.Eventf(ds, pod, corev1.EventTypeNormal, "SuccessfulUpdatePodInPlace", "Update", "pod %s runs revision %s, updated in place", pod.Name, hashOf(pod))
-			}
-			if pr.RequeueAfter > 0 && (requeue == 0 || pr.RequeueAfter < requeue) {
-				requeue = pr.RequeueAfter
-			}
-			continue
-		}
-		if lifecycle.State(pod) == wellknown.LifecycleStatePreparingNormal && lifecycle.MayBecomeNormal(ds.Spec.Lifecycle, pod) {
-			next := pod.DeepCopy()
-			lifecycle.SetState(next, wellknown.LifecycleStateNormal, c.o.Clock.Now())
-			if _, err := c.o.Client.CoreV1().Pods(next.Namespace).Update(ctx, next, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-				errs = append(errs, fmt.Errorf("move pod %s to Normal: %w", pod.Name, err))
-			}
+		after, err := c.ops.Progress(ctx, ds, ds.Spec.Lifecycle, pod, hashOf(pod))
+		errs = append(errs, err)
+		if after > 0 && (requeue == 0 || after < requeue) {
+			requeue = after
 		}
 	}
 	return requeue, errors.Join(errs...)
@@ -417,41 +409,11 @@ func (c *Controller) createPod(ctx context.Context, ds *v1beta1.DaemonSet, key, 
 	return nil
 }
 
-// retire deletes a pod, unless the preDelete hook holds it: then it moves
-// to PreparingDelete (KruisePodReady False with markPodNotReady) and waits.
+// retire deletes a pod, unless the preDelete hook holds it
+// (podops.Ops.Retire).
 func (c *Controller) retire(ctx context.Context, ds *v1beta1.DaemonSet, key string, d deletion) error {
-	step := lifecycle.BeforeDelete(ds.Spec.Lifecycle, d.pod)
-	pod := d.pod
-	if step.MarkNotReady {
-		next := pod.DeepCopy()
-		if lifecycle.SetKruisePodReady(next, corev1.ConditionFalse, "PreparingDelete", "held by the DaemonSet's preDelete lifecycle hook", c.o.Clock.Now()) {
-			written, err := c.o.Client.CoreV1().Pods(next.Namespace).UpdateStatus(ctx, next, metav1.UpdateOptions{})
-			if err != nil {
-				return workload.IgnoreStale(err, "mark pod %s not ready", pod.Name)
-			}
-			pod = written
-		}
-	}
-	if step.Proceed {
-		c.Expect.Expect(key, expectations.Delete, pod.Name)
-		err := c.o.Client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}})
-		if err != nil {
-			c.Expect.Observe(key, expectations.Delete, pod.Name)
-			return workload.IgnoreStale(err, "delete pod %s", pod.Name)
-		}
-		c.o.Recorder.Eventf(ds, pod, corev1.EventTypeNormal, "SuccessfulDelete", "Delete", "deleted pod %s: %s", pod.Name, d.why)
-		return nil
-	}
-	if step.State == "" {
-		return nil // still held
-	}
-	next := pod.DeepCopy()
-	lifecycle.SetState(next, step.State, c.o.Clock.Now())
-	if _, err := c.o.Client.CoreV1().Pods(next.Namespace).Update(ctx, next, metav1.UpdateOptions{}); err != nil {
-		return workload.IgnoreStale(err, "move pod %s to %s", pod.Name, step.State)
-	}
-	c.o.Recorder.Eventf(ds, pod, corev1.EventTypeNormal, "PreparingDelete", "Delete", "pod %s is held by the preDelete lifecycle hook before it is deleted (%s)", pod.Name, d.why)
-	return nil
+	_, err := c.ops.Retire(ctx, ds, key, ds.Spec.Lifecycle, d.pod, d.why)
+	return err
 }
 
 // updateInPlace moves an old pod to revision hash in place, or recreates
@@ -476,18 +438,9 @@ func (c *Controller) updateInPlace(ctx context.Context, ds *v1beta1.DaemonSet, k
 	if err != nil {
 		return c.retire(ctx, ds, key, deletion{pod, fmt.Sprintf("recreated at revision %s (not in place: %v)", hash, err)})
 	}
-	c.Expect.Expect(key, expectations.Update, pod.Name)
-	err = c.update.Start(ctx, pod, spec, func(p *corev1.Pod) { p.Labels[wellknown.LabelControllerRevisionHash] = hash }, 0)
-	if err != nil {
-		c.Expect.Observe(key, expectations.Update, pod.Name)
-		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-			return nil
-		}
-		c.o.Recorder.Eventf(ds, pod, corev1.EventTypeWarning, "FailedUpdatePodInPlace", "Update", "update pod %s in place: %v", pod.Name, err)
-		return err
-	}
-	c.o.Recorder.Eventf(ds, pod, corev1.EventTypeNormal, "StartUpdatePodInPlace", "Update", "updating pod %s in place to revision %s", pod.Name, hash)
-	return nil
+	return c.ops.StartInPlace(ctx, ds, key, ds.Spec.Lifecycle, pod, spec, hash, 0, func(p *corev1.Pod) {
+		p.Labels[wellknown.LabelControllerRevisionHash] = hash
+	})
 }
 
 // preDownload warms the images of ds's update revision on the nodes of its
