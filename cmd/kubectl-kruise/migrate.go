@@ -19,33 +19,55 @@ import (
 
 // migrateOptions are the flags of `kubectl kruise migrate`.
 type migrateOptions struct {
-	namespace, from, srcName, dstName string
-	create, copyReplicas              bool
-	replicas, maxSurge                int32
-	timeout                           time.Duration
+	namespace, from, srcName, dstName, dryRun string
+	create, copyReplicas                      bool
+	replicas, maxSurge                        int32
+	timeout                                   time.Duration
 }
 
-// newMigrateCommand returns `kubectl kruise migrate`, OpenKruise's
-// kruise-tools command with the same flags.
+// newMigrateCommand returns `kubectl kruise migrate`: OpenKruise's
+// kruise-tools command with the same flags for a Deployment, and an
+// in-place move of a StatefulSet or DaemonSet to the Advanced kind.
 func newMigrateCommand(g *globalOptions) *cobra.Command {
 	var o migrateOptions
 	cmd := &cobra.Command{
-		Use:   "migrate cloneset --from deployment --src-name DEPLOYMENT [--dst-name CLONESET] [--create [--copy]] [--replicas N] [--max-surge N]",
-		Short: "Move a Deployment's pods to a CloneSet",
+		Use: "migrate cloneset --from deployment --src-name DEPLOYMENT [--dst-name CLONESET] [--create [--copy]] [--replicas N] [--max-surge N]\n" +
+			"  kubectl kruise migrate (statefulset|daemonset)/NAME [--dry-run=none|client|server]",
+		Short: "Move a Deployment's pods to a CloneSet, or a StatefulSet or DaemonSet to the Advanced kind",
 		Long: "Create a CloneSet from a Deployment (--create: same labels, selector and pod\n" +
 			"template, 0 replicas, or the Deployment's with --copy, leaving the Deployment as\n" +
 			"it is), or move replicas from the Deployment to an existing CloneSet: --max-surge\n" +
 			"at a time, the CloneSet scaled up and its new pods available before the\n" +
 			"Deployment is scaled down, so the total never drops. --replicas bounds how many\n" +
-			"move (default: all).",
+			"move (default: all).\n\n" +
+			"statefulset/NAME and daemonset/NAME move an apps/v1 StatefulSet or DaemonSet to an\n" +
+			"Advanced StatefulSet or Advanced DaemonSet (apps.kruise.io) of the same name, in\n" +
+			"place: the Advanced one is created with the same selector, pod template, update\n" +
+			"strategy and the rest of the spec (checked first with a server dry run); the\n" +
+			"apps/v1 one is deleted with propagationPolicy Orphan, and once its pods are\n" +
+			"released the Advanced one is created and adopts them. The pods (and a\n" +
+			"StatefulSet's PVCs) keep running; the Advanced one then rolls them to its own\n" +
+			"revision with its update strategy (set rollingUpdate.partition to the replica\n" +
+			"count first to hold them). --dry-run\n" +
+			"client prints what would be created and deleted; server has the apiserver check\n" +
+			"both without storing anything.",
 		Example: "  kubectl kruise migrate cloneset --from deployment --src-name web --create\n" +
-			"  kubectl kruise migrate cloneset --from deployment --src-name web --dst-name web --max-surge 2",
+			"  kubectl kruise migrate cloneset --from deployment --src-name web --dst-name web --max-surge 2\n" +
+			"  kubectl kruise migrate statefulset/db --dry-run=client\n" +
+			"  kubectl kruise migrate daemonset/agent -n kube-system",
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if a, name, ok := parseAdoption(args); ok {
+				return adopt(cmd, g, o, a, name)
+			}
 			if len(args) != 1 || !strings.EqualFold(args[0], "cloneset") {
-				return usageError{fmt.Errorf("%q migrates to a CloneSet: kubectl kruise migrate cloneset --from deployment --src-name NAME", cmd.CommandPath())}
+				return usageError{fmt.Errorf("%q migrates to a CloneSet (kubectl kruise migrate cloneset --from deployment --src-name NAME), "+
+					"or a StatefulSet or DaemonSet to the Advanced kind (kubectl kruise migrate statefulset/NAME or daemonset/NAME)", cmd.CommandPath())}
 			}
 			if !strings.EqualFold(o.from, "deployment") {
-				return usageError{fmt.Errorf("--from %q: only deployment can be migrated from", o.from)}
+				return usageError{fmt.Errorf("--from %q: only a deployment moves to a CloneSet; a StatefulSet or DaemonSet moves in place to the Advanced kind with kubectl kruise migrate statefulset/NAME or daemonset/NAME", o.from)}
+			}
+			if cmd.Flags().Changed("dry-run") {
+				return usageError{fmt.Errorf("--dry-run: only for migrate statefulset/NAME and daemonset/NAME")}
 			}
 			if o.srcName == "" {
 				return usageError{fmt.Errorf("--src-name: name the Deployment to migrate from")}
@@ -69,6 +91,7 @@ func newMigrateCommand(g *globalOptions) *cobra.Command {
 	f.Int32Var(&o.replicas, "replicas", -1, "how many replicas to move (default: all of the Deployment's)")
 	f.Int32Var(&o.maxSurge, "max-surge", 1, "replicas moved at a time")
 	f.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up when a step is not available after this long")
+	f.StringVar(&o.dryRun, "dry-run", "none", "statefulset/NAME and daemonset/NAME only: none, client (print what would be created and deleted, send nothing) or server (the server checks both, nothing is stored)")
 	return cmd
 }
 
@@ -78,7 +101,8 @@ func newMigrateCommand(g *globalOptions) *cobra.Command {
 // pods as a Deployment does.
 func cloneSetFromDeployment(d *appsv1.Deployment, name string, replicas int32) *v1beta1.CloneSet {
 	cs := &v1beta1.CloneSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: d.Namespace, Name: name, Labels: d.Labels},
+		ObjectMeta: metav1.ObjectMeta{Namespace: d.Namespace, Name: name, Labels: d.Labels,
+			Annotations: keptAnnotations(d.Annotations, "deployment.kubernetes.io/")},
 		Spec: v1beta1.CloneSetSpec{
 			Replicas:             ptr.To(replicas),
 			Selector:             d.Spec.Selector.DeepCopy(),
@@ -88,15 +112,6 @@ func cloneSetFromDeployment(d *appsv1.Deployment, name string, replicas int32) *
 			UpdateStrategy: v1beta1.CloneSetUpdateStrategy{Type: v1beta1.RollingUpdateCloneSetUpdateStrategyType,
 				RollingUpdate: &v1beta1.RollingUpdateCloneSetStrategy{PodUpdatePolicy: v1beta1.RecreateCloneSetPodUpdateStrategyType}},
 		},
-	}
-	for k, v := range d.Annotations {
-		if strings.HasPrefix(k, "deployment.kubernetes.io/") || k == "kubectl.kubernetes.io/last-applied-configuration" {
-			continue
-		}
-		if cs.Annotations == nil {
-			cs.Annotations = map[string]string{}
-		}
-		cs.Annotations[k] = v
 	}
 	if ru := d.Spec.Strategy.RollingUpdate; ru != nil {
 		cs.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable = ru.MaxUnavailable

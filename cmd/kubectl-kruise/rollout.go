@@ -1,9 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -13,10 +13,9 @@ import (
 
 	"github.com/spf13/cobra"
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	workloadrevision "github.com/shoal-io/shoal/coordinator/workload/revision"
@@ -39,10 +38,12 @@ type rolloutOptions struct {
 func newRolloutCommand(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "rollout",
-		Short: "Manage the rollout of a CloneSet",
-		Long: "Watch, pause, resume, restart and undo the rollout of a CloneSet, and list its\n" +
-			"revisions. Name the workload as cloneset/NAME (or cloneset NAME). approve lets a\n" +
-			"Kruise Rollout (rollout/NAME, rollouts.kruise.io) go on to its next canary step.",
+		Short: "Manage the rollout of a CloneSet, Advanced StatefulSet or Advanced DaemonSet",
+		Long: "Watch, pause, resume, restart and undo the rollout of a CloneSet, an Advanced\n" +
+			"StatefulSet or an Advanced DaemonSet (apps.kruise.io), and list its revisions.\n" +
+			"Name the workload as cloneset/NAME, statefulset/NAME (sts, asts) or\n" +
+			"daemonset/NAME (ds), or as KIND NAME. approve lets a Kruise Rollout\n" +
+			"(rollout/NAME, rollouts.kruise.io) go on to its next canary step.",
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
@@ -53,59 +54,40 @@ func newRolloutCommand(g *globalOptions) *cobra.Command {
 	}
 	cmd.AddCommand(newRolloutStatusCommand(g), newRolloutHistoryCommand(g), newRolloutUndoCommand(g), newRolloutApproveCommand(g),
 		newRolloutPatchCommand(g, "pause", "Pause the rollout: pods keep their revision until it is resumed",
-			func(cs *v1beta1.CloneSet) (any, error) { return pausedPatch(cs, true) }, "paused"),
+			func(w workload) (any, error) { return w.pausedPatch(true) }, "paused"),
 		newRolloutPatchCommand(g, "resume", "Resume a paused rollout",
-			func(cs *v1beta1.CloneSet) (any, error) { return pausedPatch(cs, false) }, "resumed"),
+			func(w workload) (any, error) { return w.pausedPatch(false) }, "resumed"),
 		newRolloutPatchCommand(g, "restart", "Restart every pod: a new revision with the same spec (the restartedAt template annotation)",
-			func(cs *v1beta1.CloneSet) (any, error) { return restartPatch(g.env.now()), nil }, "restarted"))
+			func(workload) (any, error) { return restartPatch(g.env.now()), nil }, "restarted"))
 	return cmd
 }
 
-// parseWorkload reads cloneset/NAME or the two arguments cloneset NAME.
-func parseWorkload(cmd *cobra.Command, args []string) (string, error) {
-	var kind, name string
-	switch {
-	case len(args) == 1 && strings.Contains(args[0], "/"):
-		kind, name, _ = strings.Cut(args[0], "/")
-	case len(args) == 2:
-		kind, name = args[0], args[1]
-	default:
-		return "", usageError{fmt.Errorf("%q takes one workload, as cloneset/NAME or cloneset NAME", cmd.CommandPath())}
-	}
-	switch strings.ToLower(kind) {
-	case "cloneset", "clonesets", "cs", "cloneset.apps.kruise.io", "clonesets.apps.kruise.io":
-	case "deployment", "deployments", "deploy", "statefulset", "statefulsets", "sts", "daemonset", "daemonsets", "ds":
-		return "", usageError{fmt.Errorf("kind %q: kubectl kruise rollout works on CloneSets in this Shoal version; use kubectl rollout for %s", kind, kind)}
-	default:
-		return "", usageError{fmt.Errorf("kind %q: kubectl kruise rollout works on CloneSets (cloneset/NAME)", kind)}
-	}
-	if name == "" {
-		return "", usageError{errors.New("the workload's name is empty: use cloneset/NAME")}
-	}
-	return name, nil
-}
+// workloadUse is the workload argument of the rollout and set commands'
+// usage lines.
+const workloadUse = "(cloneset|statefulset|daemonset)/NAME"
 
 // addRolloutFlags registers the namespace flag (and, when mutating, the
 // dry-run and output flags).
 func addRolloutFlags(cmd *cobra.Command, o *rolloutOptions, mutating bool) {
-	cmd.Flags().StringVarP(&o.namespace, "namespace", "n", "", "the CloneSet's namespace (default: the kubeconfig context's)")
+	cmd.Flags().StringVarP(&o.namespace, "namespace", "n", "", "the workload's namespace (default: the kubeconfig context's)")
 	if mutating {
 		cmd.Flags().StringVar(&o.dryRun, "dry-run", "none", "none, client (print the change, send nothing) or server (the server checks it, nothing is stored)")
-		cmd.Flags().StringVarP(&o.output, "output", "o", "", "print the CloneSet as name, json or yaml instead of a message")
+		cmd.Flags().StringVarP(&o.output, "output", "o", "", "print the workload as name, json or yaml instead of a message")
 	}
 }
 
-// cloneSetTarget is the CloneSet a command works on and the clients it
+// workloadTarget is the workload a command works on and the clients it
 // was read with.
-type cloneSetTarget struct {
+type workloadTarget struct {
 	shoal shoalclient.Interface
 	kube  kubernetes.Interface
-	cs    *v1beta1.CloneSet
+	kind  *workloadKind
+	w     workload
 }
 
-// loadCloneSet checks the dry-run and output flags (when mutating) and
-// reads CloneSet name from -n's namespace, or the kubeconfig context's.
-func loadCloneSet(ctx context.Context, g *globalOptions, o *rolloutOptions, name string, mutating bool) (*cloneSetTarget, error) {
+// loadWorkload checks the dry-run and output flags (when mutating) and
+// reads the workload ref from -n's namespace, or the kubeconfig context's.
+func loadWorkload(ctx context.Context, g *globalOptions, o *rolloutOptions, ref workloadRef, mutating bool) (*workloadTarget, error) {
 	if mutating {
 		if err := checkMutatingFlags(o); err != nil {
 			return nil, err
@@ -118,11 +100,11 @@ func loadCloneSet(ctx context.Context, g *globalOptions, o *rolloutOptions, name
 	if o.namespace != "" {
 		ns = o.namespace
 	}
-	cs, err := shoal.AppsV1beta1().CloneSets(ns).Get(ctx, name, metav1.GetOptions{})
+	w, err := ref.kind.get(ctx, shoal, ns, ref.name)
 	if err != nil {
-		return nil, fmt.Errorf("get cloneset %s/%s: %w", ns, name, err)
+		return nil, ref.kind.readError(ns, ref.name, err)
 	}
-	return &cloneSetTarget{shoal: shoal, kube: kube, cs: cs}, nil
+	return &workloadTarget{shoal: shoal, kube: kube, kind: ref.kind, w: w}, nil
 }
 
 // checkMutatingFlags validates --dry-run and -o.
@@ -141,45 +123,36 @@ func checkMutatingFlags(o *rolloutOptions) error {
 }
 
 // newRolloutPatchCommand returns a rollout subcommand that merge-patches
-// the CloneSet (pause, resume, restart).
-func newRolloutPatchCommand(g *globalOptions, use, short string, patch func(*v1beta1.CloneSet) (any, error), done string) *cobra.Command {
+// the workload (pause, resume, restart).
+func newRolloutPatchCommand(g *globalOptions, use, short string, patch func(workload) (any, error), done string) *cobra.Command {
 	var o rolloutOptions
 	cmd := &cobra.Command{
-		Use:     use + " cloneset/NAME",
+		Use:     use + " " + workloadUse,
 		Short:   short,
-		Example: fmt.Sprintf("  kubectl kruise rollout %s cloneset/web", use),
+		Example: fmt.Sprintf("  kubectl kruise rollout %s cloneset/web\n  kubectl kruise rollout %s sts/db", use, use),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name, err := parseWorkload(cmd, args)
+			ref, err := parseWorkload(cmd, args, rolloutKinds...)
 			if err != nil {
 				return err
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), g.requestTimeout)
 			defer cancel()
-			t, err := loadCloneSet(ctx, g, &o, name, true)
+			t, err := loadWorkload(ctx, g, &o, ref, true)
 			if err != nil {
 				return err
 			}
-			p, err := patch(t.cs)
+			p, err := patch(t.w)
 			if err != nil {
 				return err
 			}
 			if p == nil {
-				return printResult(cmd.OutOrStdout(), o, t.cs, fmt.Sprintf("cloneset.apps.kruise.io/%s already %s", name, done))
+				return printResult(cmd.OutOrStdout(), o, t.kind, t.w, fmt.Sprintf("%s/%s already %s", t.kind.resource(), ref.name, done))
 			}
-			return applyPatch(ctx, cmd.OutOrStdout(), t.shoal, o, t.cs, p, done)
+			return applyPatch(ctx, cmd.OutOrStdout(), t, o, p, done)
 		},
 	}
 	addRolloutFlags(cmd, &o, true)
 	return cmd
-}
-
-// pausedPatch sets updateStrategy.rollingUpdate.paused (nil when it is so
-// already).
-func pausedPatch(cs *v1beta1.CloneSet, paused bool) (any, error) {
-	if ru := cs.Spec.UpdateStrategy.RollingUpdate; (ru != nil && ru.Paused) == paused {
-		return nil, nil
-	}
-	return map[string]any{"spec": map[string]any{"updateStrategy": map[string]any{"rollingUpdate": map[string]any{"paused": paused}}}}, nil
 }
 
 // restartPatch stamps the template, so every pod moves to a new revision.
@@ -189,20 +162,21 @@ func restartPatch(now time.Time) any {
 }
 
 // applyPatch sends (or, with --dry-run client, only shows) a merge patch
-// and reports the result.
-func applyPatch(ctx context.Context, out io.Writer, shoal shoalclient.Interface, o rolloutOptions, cs *v1beta1.CloneSet, p any, done string) error {
+// of the target's workload and reports the result.
+func applyPatch(ctx context.Context, out io.Writer, t *workloadTarget, o rolloutOptions, p any, done string) error {
 	raw, err := json.Marshal(p)
 	if err != nil {
 		return err
 	}
+	k, ns, name := t.kind, t.w.GetNamespace(), t.w.GetName()
 	suffix := ""
 	switch o.dryRun {
 	case "client":
 		if o.output == "" {
-			_, err := fmt.Fprintf(out, "cloneset.apps.kruise.io/%s %s (dry run)\npatch: %s\n", cs.Name, done, raw)
+			_, err := fmt.Fprintf(out, "%s/%s %s (dry run)\npatch: %s\n", k.resource(), name, done, raw)
 			return err
 		}
-		return printResult(out, o, cs, "")
+		return printResult(out, o, k, t.w, "")
 	case "server":
 		suffix = " (server dry run)"
 	}
@@ -210,22 +184,24 @@ func applyPatch(ctx context.Context, out io.Writer, shoal shoalclient.Interface,
 	if o.dryRun == "server" {
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
-	got, err := shoal.AppsV1beta1().CloneSets(cs.Namespace).Patch(ctx, cs.Name, types.MergePatchType, raw, opts)
+	got, err := k.patch(ctx, t.shoal, ns, name, raw, opts)
 	if err != nil {
-		return fmt.Errorf("patch cloneset %s/%s: %w", cs.Namespace, cs.Name, err)
+		return fmt.Errorf("patch %s %s/%s: %w", k.name, ns, name, err)
 	}
-	return printResult(out, o, got, fmt.Sprintf("cloneset.apps.kruise.io/%s %s%s", cs.Name, done, suffix))
+	return printResult(out, o, k, got, fmt.Sprintf("%s/%s %s%s", k.resource(), name, done, suffix))
 }
 
-// printResult prints the CloneSet as -o asks, or the message.
-func printResult(out io.Writer, o rolloutOptions, cs *v1beta1.CloneSet, message string) error {
-	obj := cs.DeepCopy()
-	obj.APIVersion, obj.Kind = v1beta1.SchemeGroupVersion.String(), "CloneSet"
-	obj.ManagedFields = nil
+// printResult prints the workload as -o asks, or the message.
+func printResult(out io.Writer, o rolloutOptions, k *workloadKind, w workload, message string) error {
+	obj := w.object().DeepCopyObject()
+	obj.GetObjectKind().SetGroupVersionKind(v1beta1.SchemeGroupVersion.WithKind(k.kind))
+	if m, err := meta.Accessor(obj); err == nil {
+		m.SetManagedFields(nil)
+	}
 	var err error
 	switch o.output {
 	case "name":
-		_, err = fmt.Fprintf(out, "cloneset.apps.kruise.io/%s\n", cs.Name)
+		_, err = fmt.Fprintf(out, "%s/%s\n", k.resource(), w.GetName())
 	case "json":
 		var raw []byte
 		if raw, err = json.MarshalIndent(obj, "", "    "); err == nil {
@@ -248,14 +224,17 @@ func newRolloutStatusCommand(g *globalOptions) *cobra.Command {
 	var watch bool
 	var timeout time.Duration
 	cmd := &cobra.Command{
-		Use:   "status cloneset/NAME",
+		Use:   "status " + workloadUse,
 		Short: "Show the rollout's progress, and wait for it to finish",
-		Long: "Print the CloneSet's rollout progress until it has rolled out (as far as its\n" +
-			"partition lets it). Exit status 1 if it exceeded its progress deadline, or\n" +
+		Long: "Print the workload's rollout progress until it has rolled out (as far as its\n" +
+			"partition lets it): a CloneSet's or StatefulSet's replicas updated, ready and\n" +
+			"available, a DaemonSet's pods updated and available. Exit status 1 if a\n" +
+			"CloneSet exceeded its progress deadline, the workload updates OnDelete, or\n" +
 			"--timeout passed first.",
-		Example: "  kubectl kruise rollout status cloneset/web\n  kubectl kruise rollout status cloneset/web --watch=false",
+		Example: "  kubectl kruise rollout status cloneset/web\n  kubectl kruise rollout status cloneset/web --watch=false\n" +
+			"  kubectl kruise rollout status statefulset/db --timeout 5m",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name, err := parseWorkload(cmd, args)
+			ref, err := parseWorkload(cmd, args, rolloutKinds...)
 			if err != nil {
 				return err
 			}
@@ -272,16 +251,18 @@ func newRolloutStatusCommand(g *globalOptions) *cobra.Command {
 				ctx, cancel = context.WithTimeout(ctx, timeout)
 				defer cancel()
 			}
+			k, name := ref.kind, ref.name
+			timedOut := fmt.Errorf("timed out waiting for %s %q to roll out", k.name, name)
 			last := ""
 			for {
-				cs, err := shoal.AppsV1beta1().CloneSets(ns).Get(ctx, name, metav1.GetOptions{})
+				w, err := k.get(ctx, shoal, ns, name)
 				if err != nil {
 					if ctx.Err() != nil {
-						return fmt.Errorf("timed out waiting for cloneset %q to roll out", name)
+						return timedOut
 					}
-					return fmt.Errorf("get cloneset %s/%s: %w", ns, name, err)
+					return k.readError(ns, name, err)
 				}
-				msg, done, err := rolloutStatus(cs)
+				msg, done, err := rolloutStatus(k, w)
 				if msg != last {
 					fmt.Fprintln(cmd.OutOrStdout(), msg)
 					last = msg
@@ -291,7 +272,7 @@ func newRolloutStatusCommand(g *globalOptions) *cobra.Command {
 				}
 				select {
 				case <-ctx.Done():
-					return fmt.Errorf("timed out waiting for cloneset %q to roll out", name)
+					return timedOut
 				case <-time.After(g.env.refresh):
 				}
 			}
@@ -303,59 +284,32 @@ func newRolloutStatusCommand(g *globalOptions) *cobra.Command {
 	return cmd
 }
 
-// rolloutStatus tells where a CloneSet's rollout stands, whether it is
-// over, and an error when it cannot get anywhere (the progress deadline).
-func rolloutStatus(cs *v1beta1.CloneSet) (string, bool, error) {
-	st := cs.Status
-	replicas := ptr.Deref(cs.Spec.Replicas, 1)
-	if st.ObservedGeneration < cs.Generation {
-		return "Waiting for the CloneSet's spec update to be observed...", false, nil
-	}
-	for _, c := range st.Conditions {
-		if c.Type == v1beta1.CloneSetConditionTypeProgressing && c.Reason == string(v1beta1.CloneSetProgressDeadlineExceeded) {
-			return fmt.Sprintf("cloneset %q exceeded its progress deadline: %s", cs.Name, c.Message), false,
-				fmt.Errorf("cloneset %q exceeded its progress deadline", cs.Name)
-		}
-	}
-	if ru := cs.Spec.UpdateStrategy.RollingUpdate; ru != nil && ru.Paused && st.UpdatedReplicas < st.ExpectedUpdatedReplicas {
-		return fmt.Sprintf("cloneset %q is paused at %d of %d updated replicas; resume it with 'kubectl kruise rollout resume cloneset/%s'",
-			cs.Name, st.UpdatedReplicas, st.ExpectedUpdatedReplicas, cs.Name), false, nil
-	}
-	switch {
-	case st.UpdatedReplicas < st.ExpectedUpdatedReplicas:
-		return fmt.Sprintf("Waiting for cloneset %q rollout to finish: %d out of %d new replicas have been updated...",
-			cs.Name, st.UpdatedReplicas, st.ExpectedUpdatedReplicas), false, nil
-	case st.Replicas > replicas:
-		return fmt.Sprintf("Waiting for cloneset %q rollout to finish: %d old replicas are pending termination...",
-			cs.Name, st.Replicas-replicas), false, nil
-	case st.UpdatedAvailableReplicas < st.ExpectedUpdatedReplicas:
-		return fmt.Sprintf("Waiting for cloneset %q rollout to finish: %d of %d updated replicas are available...",
-			cs.Name, st.UpdatedAvailableReplicas, st.ExpectedUpdatedReplicas), false, nil
-	case st.ExpectedUpdatedReplicas < replicas:
-		return fmt.Sprintf("cloneset %q partition rolled out: %d of %d replicas at revision %s, %d kept at the old one by the partition",
-			cs.Name, st.UpdatedReplicas, replicas, st.UpdateRevision, replicas-st.ExpectedUpdatedReplicas), true, nil
-	}
-	return fmt.Sprintf("cloneset %q successfully rolled out", cs.Name), true, nil
-}
-
-// revisionsOf lists the CloneSet's ControllerRevisions, oldest first.
-func revisionsOf(ctx context.Context, kube kubernetes.Interface, cs *v1beta1.CloneSet) ([]appsv1.ControllerRevision, error) {
-	sel, err := metav1.LabelSelectorAsSelector(cs.Spec.Selector)
+// revisionsOf lists the workload's ControllerRevisions (those it
+// controls among the ones its selector matches), oldest first.
+func revisionsOf(ctx context.Context, t *workloadTarget) ([]appsv1.ControllerRevision, error) {
+	w := t.w
+	sel, err := metav1.LabelSelectorAsSelector(w.podSelector())
 	if err != nil {
-		return nil, fmt.Errorf("cloneset %s: selector: %w", cs.Name, err)
+		return nil, fmt.Errorf("%s %s/%s: selector: %w", t.kind.name, w.GetNamespace(), w.GetName(), err)
 	}
-	list, err := kube.AppsV1().ControllerRevisions(cs.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	list, err := t.kube.AppsV1().ControllerRevisions(w.GetNamespace()).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
 	if err != nil {
-		return nil, fmt.Errorf("list the revisions of cloneset %s/%s: %w", cs.Namespace, cs.Name, err)
+		return nil, fmt.Errorf("list the revisions of %s %s/%s: %w", t.kind.name, w.GetNamespace(), w.GetName(), err)
 	}
 	var out []appsv1.ControllerRevision
 	for _, r := range list.Items {
-		if ref := metav1.GetControllerOf(&r); ref != nil && ref.UID == cs.UID {
+		if ref := metav1.GetControllerOf(&r); ref != nil && ref.UID == w.GetUID() {
 			out = append(out, r)
 		}
 	}
-	slices.SortFunc(out, func(a, b appsv1.ControllerRevision) int { return int(a.Revision - b.Revision) })
+	slices.SortFunc(out, func(a, b appsv1.ControllerRevision) int { return cmp.Compare(a.Revision, b.Revision) })
 	return out, nil
+}
+
+// noRevision is the error for a revision number the workload does not
+// have.
+func noRevision(k *workloadKind, name string, revision int64) error {
+	return fmt.Errorf("%s %q has no revision %d; list them with 'kubectl kruise rollout history %s/%s'", k.name, name, revision, k.name, name)
 }
 
 // newRolloutHistoryCommand returns `kubectl kruise rollout history`.
@@ -363,30 +317,30 @@ func newRolloutHistoryCommand(g *globalOptions) *cobra.Command {
 	var o rolloutOptions
 	var revision int64
 	cmd := &cobra.Command{
-		Use:     "history cloneset/NAME",
-		Short:   "List the CloneSet's revisions, or show one's pod template",
-		Example: "  kubectl kruise rollout history cloneset/web\n  kubectl kruise rollout history cloneset/web --revision 2",
+		Use:   "history " + workloadUse,
+		Short: "List the workload's revisions, or show one's pod template",
+		Example: "  kubectl kruise rollout history cloneset/web\n  kubectl kruise rollout history cloneset/web --revision 2\n" +
+			"  kubectl kruise rollout history daemonset/agent",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name, err := parseWorkload(cmd, args)
+			ref, err := parseWorkload(cmd, args, rolloutKinds...)
 			if err != nil {
 				return err
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), g.requestTimeout)
 			defer cancel()
-			t, err := loadCloneSet(ctx, g, &o, name, false)
+			t, err := loadWorkload(ctx, g, &o, ref, false)
 			if err != nil {
 				return err
 			}
-			cs := t.cs
-			revs, err := revisionsOf(ctx, t.kube, cs)
+			revs, err := revisionsOf(ctx, t)
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
+			out, k, name := cmd.OutOrStdout(), t.kind, ref.name
 			if revision > 0 {
 				i := slices.IndexFunc(revs, func(r appsv1.ControllerRevision) bool { return r.Revision == revision })
 				if i < 0 {
-					return fmt.Errorf("cloneset %q has no revision %d; list them with 'kubectl kruise rollout history cloneset/%s'", name, revision, name)
+					return noRevision(k, name, revision)
 				}
 				tmpl, err := workloadrevision.Template(&revs[i])
 				if err != nil {
@@ -396,18 +350,19 @@ func newRolloutHistoryCommand(g *globalOptions) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				_, err = fmt.Fprintf(out, "cloneset.apps.kruise.io/%s with revision #%d (%s)\nPod Template:\n%s", name, revision, revs[i].Name, indent(string(raw)))
+				_, err = fmt.Fprintf(out, "%s/%s with revision #%d (%s)\nPod Template:\n%s", k.resource(), name, revision, revs[i].Name, indent(string(raw)))
 				return err
 			}
-			fmt.Fprintf(out, "cloneset.apps.kruise.io/%s\n", name)
+			update, current, updated := t.w.revisions()
+			fmt.Fprintf(out, "%s/%s\n", k.resource(), name)
 			tw := tabwriter.NewWriter(out, 0, 8, 3, ' ', 0)
 			fmt.Fprintln(tw, "REVISION\tNAME\tPODS\tCHANGE-CAUSE")
 			for _, r := range revs {
 				pods := ""
 				switch r.Name {
-				case cs.Status.UpdateRevision:
-					pods = fmt.Sprintf("%d (update)", cs.Status.UpdatedReplicas)
-				case cs.Status.CurrentRevision:
+				case update:
+					pods = fmt.Sprintf("%d (update)", updated)
+				case current:
 					pods = "current"
 				}
 				cause := r.Annotations[workloadrevision.AnnotationChangeCause]
@@ -429,29 +384,29 @@ func newRolloutUndoCommand(g *globalOptions) *cobra.Command {
 	var o rolloutOptions
 	var to int64
 	cmd := &cobra.Command{
-		Use:   "undo cloneset/NAME",
+		Use:   "undo " + workloadUse,
 		Short: "Roll back to an earlier revision's pod template",
-		Long: "Set the CloneSet's pod template to that of an earlier revision (the one before the\n" +
-			"current template by default, or --to-revision). The rollback is a new rollout,\n" +
-			"under the CloneSet's update strategy.",
-		Example: "  kubectl kruise rollout undo cloneset/web\n  kubectl kruise rollout undo cloneset/web --to-revision 3 --dry-run=server",
+		Long: "Set the workload's pod template to that of an earlier revision (the one before\n" +
+			"the current template by default, or --to-revision), from the ControllerRevisions\n" +
+			"it owns. The rollback is a new rollout, under the workload's update strategy.",
+		Example: "  kubectl kruise rollout undo cloneset/web\n  kubectl kruise rollout undo cloneset/web --to-revision 3 --dry-run=server\n" +
+			"  kubectl kruise rollout undo statefulset/db",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name, err := parseWorkload(cmd, args)
+			ref, err := parseWorkload(cmd, args, rolloutKinds...)
 			if err != nil {
 				return err
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), g.requestTimeout)
 			defer cancel()
-			t, err := loadCloneSet(ctx, g, &o, name, true)
+			t, err := loadWorkload(ctx, g, &o, ref, true)
 			if err != nil {
 				return err
 			}
-			cs := t.cs
-			revs, err := revisionsOf(ctx, t.kube, cs)
+			revs, err := revisionsOf(ctx, t)
 			if err != nil {
 				return err
 			}
-			target, err := undoTarget(cs, revs, to)
+			target, err := undoTarget(t, revs, to)
 			if err != nil {
 				return err
 			}
@@ -465,12 +420,12 @@ func newRolloutUndoCommand(g *globalOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			current, err := asMap(&cs.Spec.Template)
+			current, err := asMap(t.w.podTemplate())
 			if err != nil {
 				return err
 			}
 			p := map[string]any{"spec": map[string]any{"template": mergeReplace(current, want)}}
-			return applyPatch(ctx, cmd.OutOrStdout(), t.shoal, o, cs, p, fmt.Sprintf("rolled back to revision %d", target.Revision))
+			return applyPatch(ctx, cmd.OutOrStdout(), t, o, p, fmt.Sprintf("rolled back to revision %d", target.Revision))
 		},
 	}
 	addRolloutFlags(cmd, &o, true)
@@ -480,26 +435,27 @@ func newRolloutUndoCommand(g *globalOptions) *cobra.Command {
 
 // undoTarget picks the revision to roll back to: --to-revision, or the
 // newest revision whose template differs from the current one.
-func undoTarget(cs *v1beta1.CloneSet, revs []appsv1.ControllerRevision, to int64) (*appsv1.ControllerRevision, error) {
+func undoTarget(t *workloadTarget, revs []appsv1.ControllerRevision, to int64) (*appsv1.ControllerRevision, error) {
+	name := t.w.GetName()
 	if to > 0 {
 		for i := range revs {
 			if revs[i].Revision == to {
 				return &revs[i], nil
 			}
 		}
-		return nil, fmt.Errorf("cloneset %q has no revision %d; list them with 'kubectl kruise rollout history cloneset/%s'", cs.Name, to, cs.Name)
+		return nil, noRevision(t.kind, name, to)
 	}
-	cur, _ := json.Marshal(cs.Spec.Template)
+	cur, _ := json.Marshal(t.w.podTemplate())
 	for i := len(revs) - 1; i >= 0; i-- {
-		t, err := workloadrevision.Template(&revs[i])
+		tmpl, err := workloadrevision.Template(&revs[i])
 		if err != nil {
 			continue
 		}
-		if raw, _ := json.Marshal(t); string(raw) != string(cur) {
+		if raw, _ := json.Marshal(tmpl); string(raw) != string(cur) {
 			return &revs[i], nil
 		}
 	}
-	return nil, fmt.Errorf("cloneset %q has no earlier revision to roll back to", cs.Name)
+	return nil, fmt.Errorf("%s %q has no earlier revision to roll back to", t.kind.name, name)
 }
 
 // mergeReplace is the JSON merge patch that turns cur into want: want's

@@ -10,15 +10,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-
-	"github.com/shoal-io/shoal/protocol/apis/apps/v1beta1"
 )
 
 // newSetCommand returns `kubectl kruise set`.
 func newSetCommand(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "set",
-		Short: "Change a CloneSet's pod template: images or env",
+		Short: "Change the pod template of a CloneSet, Advanced StatefulSet or Advanced DaemonSet: images or env",
 		Args:  cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
@@ -37,34 +35,41 @@ func templatePatch(containers []corev1.Container) any {
 	return map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{"containers": containers}}}}
 }
 
-// setTemplate reads the CloneSet, lets change edit its containers, and
-// patches the result.
-func setTemplate(cmd *cobra.Command, g *globalOptions, o *rolloutOptions, name, done string, change func(*v1beta1.CloneSet, []corev1.Container) error) error {
+// setTemplate reads the workload, lets change edit a copy of its
+// containers, and patches the result.
+func setTemplate(cmd *cobra.Command, g *globalOptions, o *rolloutOptions, ref workloadRef, done string, change func([]corev1.Container) error) error {
 	ctx, cancel := context.WithTimeout(cmd.Context(), g.requestTimeout)
 	defer cancel()
-	t, err := loadCloneSet(ctx, g, o, name, true)
+	t, err := loadWorkload(ctx, g, o, ref, true)
 	if err != nil {
 		return err
 	}
-	containers := t.cs.DeepCopy().Spec.Template.Spec.Containers
-	if err := change(t.cs, containers); err != nil {
+	containers := t.w.podTemplate().DeepCopy().Spec.Containers
+	if err := change(containers); err != nil {
 		return err
 	}
-	return applyPatch(ctx, cmd.OutOrStdout(), t.shoal, *o, t.cs, templatePatch(containers), done)
+	return applyPatch(ctx, cmd.OutOrStdout(), t, *o, templatePatch(containers), done)
+}
+
+// noContainer is the error for a container the workload's template does
+// not have.
+func noContainer(ref workloadRef, container string, containers []corev1.Container) error {
+	return fmt.Errorf("%s %q has no container %q (it has %s)", ref.kind.name, ref.name, container, containerNames(containers))
 }
 
 // newSetImageCommand returns `kubectl kruise set image`.
 func newSetImageCommand(g *globalOptions) *cobra.Command {
 	var o rolloutOptions
 	cmd := &cobra.Command{
-		Use:     "image cloneset/NAME CONTAINER=IMAGE [CONTAINER=IMAGE...]",
-		Short:   "Set container images of a CloneSet's pod template (* sets every container)",
-		Example: "  kubectl kruise set image cloneset/web app=nginx:1.26\n  kubectl kruise set image cloneset/web '*=registry.example.com/app:v2' --dry-run=server",
+		Use:   "image " + workloadUse + " CONTAINER=IMAGE [CONTAINER=IMAGE...]",
+		Short: "Set container images of a workload's pod template (* sets every container)",
+		Example: "  kubectl kruise set image cloneset/web app=nginx:1.26\n  kubectl kruise set image cloneset/web '*=registry.example.com/app:v2' --dry-run=server\n" +
+			"  kubectl kruise set image statefulset/db db=postgres:17\n  kubectl kruise set image ds/agent agent=agent:v2",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) < 2 {
-				return usageError{fmt.Errorf("%q takes cloneset/NAME and at least one CONTAINER=IMAGE", cmd.CommandPath())}
+				return usageError{fmt.Errorf("%q takes %s and at least one CONTAINER=IMAGE", cmd.CommandPath(), workloadUse)}
 			}
-			name, err := parseWorkload(cmd, args[:1])
+			ref, err := parseWorkload(cmd, args[:1], rolloutKinds...)
 			if err != nil {
 				return err
 			}
@@ -76,10 +81,10 @@ func newSetImageCommand(g *globalOptions) *cobra.Command {
 				}
 				images[c] = img
 			}
-			return setTemplate(cmd, g, &o, name, "image updated", func(cs *v1beta1.CloneSet, containers []corev1.Container) error {
+			return setTemplate(cmd, g, &o, ref, "image updated", func(containers []corev1.Container) error {
 				for c := range images {
 					if c != "*" && !slices.ContainsFunc(containers, func(k corev1.Container) bool { return k.Name == c }) {
-						return fmt.Errorf("cloneset %q has no container %q (it has %s)", cs.Name, c, containerNames(containers))
+						return noContainer(ref, c, containers)
 					}
 				}
 				for i := range containers {
@@ -102,24 +107,24 @@ func newSetEnvCommand(g *globalOptions) *cobra.Command {
 	var o rolloutOptions
 	var container string
 	cmd := &cobra.Command{
-		Use:   "env cloneset/NAME KEY=VALUE|KEY- [...]",
-		Short: "Set (KEY=VALUE) or remove (KEY-) env variables of a CloneSet's containers",
-		Long: "Set or remove env variables in the CloneSet's pod template, in every container or\n" +
-			"the one named with -c. An env change is not an in-place change: pods are\n" +
-			"recreated (podUpdatePolicy ReCreate or InPlaceIfPossible), and an InPlaceOnly\n" +
-			"CloneSet refuses it.",
+		Use:   "env " + workloadUse + " KEY=VALUE|KEY- [...]",
+		Short: "Set (KEY=VALUE) or remove (KEY-) env variables of a workload's containers",
+		Long: "Set or remove env variables in the workload's pod template, in every container\n" +
+			"or the one named with -c. An env change is not an in-place change: pods are\n" +
+			"recreated (also under an InPlaceIfPossible update), and an InPlaceOnly update\n" +
+			"refuses it.",
 		Example: "  kubectl kruise set env cloneset/web LOG_LEVEL=debug\n  kubectl kruise set env cloneset/web -c app LOG_LEVEL-",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) < 2 {
-				return usageError{fmt.Errorf("%q takes cloneset/NAME and at least one KEY=VALUE or KEY-", cmd.CommandPath())}
+				return usageError{fmt.Errorf("%q takes %s and at least one KEY=VALUE or KEY-", cmd.CommandPath(), workloadUse)}
 			}
-			name, err := parseWorkload(cmd, args[:1])
+			ref, err := parseWorkload(cmd, args[:1], rolloutKinds...)
 			if err != nil {
 				return err
 			}
-			return setTemplate(cmd, g, &o, name, "env updated", func(cs *v1beta1.CloneSet, containers []corev1.Container) error {
+			return setTemplate(cmd, g, &o, ref, "env updated", func(containers []corev1.Container) error {
 				if container != "" && !slices.ContainsFunc(containers, func(k corev1.Container) bool { return k.Name == container }) {
-					return fmt.Errorf("cloneset %q has no container %q (it has %s)", cs.Name, container, containerNames(containers))
+					return noContainer(ref, container, containers)
 				}
 				for i := range containers {
 					if container != "" && containers[i].Name != container {
@@ -150,6 +155,7 @@ func newSetEnvCommand(g *globalOptions) *cobra.Command {
 	return cmd
 }
 
+// containerNames lists the containers' names, comma-separated.
 func containerNames(cs []corev1.Container) string {
 	var names []string
 	for _, c := range cs {
@@ -170,20 +176,21 @@ func newScaleDownCommand(g *globalOptions) *cobra.Command {
 			"hook, if any).",
 		Example: "  kubectl kruise scaledown cloneset/web --pods web-abcde,web-fghij",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name, err := parseWorkload(cmd, args)
+			ref, err := parseWorkload(cmd, args, cloneSetKind)
 			if err != nil {
 				return err
 			}
+			name := ref.name
 			if len(pods) == 0 {
 				return usageError{fmt.Errorf("--pods: name at least one pod of cloneset %q", name)}
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), g.requestTimeout)
 			defer cancel()
-			t, err := loadCloneSet(ctx, g, &o, name, true)
+			t, err := loadWorkload(ctx, g, &o, ref, true)
 			if err != nil {
 				return err
 			}
-			cs, ns := t.cs, t.cs.Namespace
+			cs, ns := t.w.(cloneSetWorkload).CloneSet, t.w.GetNamespace()
 			toDelete := slices.Clone(cs.Spec.ScaleStrategy.PodsToDelete)
 			for _, p := range pods {
 				pod, err := t.kube.CoreV1().Pods(ns).Get(ctx, p, metav1.GetOptions{})
@@ -206,7 +213,7 @@ func newScaleDownCommand(g *globalOptions) *cobra.Command {
 				"replicas":      replicas,
 				"scaleStrategy": map[string]any{"podsToDelete": toDelete},
 			}}
-			return applyPatch(ctx, cmd.OutOrStdout(), t.shoal, o, cs, patch, fmt.Sprintf("scaled down to %d replicas", replicas))
+			return applyPatch(ctx, cmd.OutOrStdout(), t, o, patch, fmt.Sprintf("scaled down to %d replicas", replicas))
 		},
 	}
 	addRolloutFlags(cmd, &o, true)
