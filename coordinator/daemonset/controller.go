@@ -98,6 +98,8 @@ type Controller struct {
 	o Options
 	// ops deletes, updates in place and moves along the pods.
 	ops *podops.Ops
+	// claimer adopts orphan pods the selector matches.
+	claimer workload.Claimer
 	// preDownloads creates and deletes the pre-download ImagePullJobs.
 	preDownloads *predownload.Manager
 	// backoff holds, by DaemonSet key and node, when a node whose daemon
@@ -148,7 +150,8 @@ func New(o Options) (*Controller, error) {
 			Client: o.Client, Recorder: o.Recorder, Expect: expect, Clock: o.Clock, Kind: "DaemonSet",
 			Update: &inplace.Updater{Client: o.Client, Clock: o.Clock, Restart: inplace.RestartWithCRR(o.Shoal)},
 		},
-		pods: o.Pods.GetIndexer(), nodes: o.Nodes.GetIndexer(), revs: o.Revisions.GetIndexer(),
+		claimer: workload.Claimer{Client: o.Client, Recorder: o.Recorder, Kind: kind},
+		pods:    o.Pods.GetIndexer(), nodes: o.Nodes.GetIndexer(), revs: o.Revisions.GetIndexer(),
 		preDownloads: &predownload.Manager{Client: o.Client, Shoal: o.Shoal, Recorder: o.Recorder, Index: byOwner},
 	}
 	informers := []cache.SharedIndexInformer{o.Pods, o.Revisions}
@@ -167,7 +170,8 @@ func New(o Options) (*Controller, error) {
 		what    string
 	}{
 		{o.DaemonSets, c.WorkloadHandler(), "Advanced DaemonSets"},
-		{o.Pods, c.PodHandler(), "pods for Advanced DaemonSets"},
+		{o.Pods, c.OrphanHandler(c.PodHandler(), func(obj any) *metav1.LabelSelector { return obj.(*v1beta1.DaemonSet).Spec.Selector }),
+			"pods for Advanced DaemonSets"},
 		{o.Nodes, cache.ResourceEventHandlerFuncs{
 			AddFunc: func(any) { c.Resync() },
 			UpdateFunc: func(old, obj any) {
@@ -220,14 +224,17 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	log := klog.FromContext(ctx).WithValues("daemonset", key)
 	ctx = klog.NewContext(ctx, log)
 
-	all, err := c.owned(c.pods, ds)
+	candidates, err := c.pods.ByIndex(cache.NamespaceIndex, ds.Namespace)
+	if err != nil {
+		return 0, err
+	}
+	all, err := c.claimer.Pods(ctx, ds, ds.Spec.Selector, candidates)
 	if err != nil {
 		return 0, err
 	}
 	var pods []*corev1.Pod
 	inUse := map[string]bool{}
-	for _, o := range all {
-		p := o.(*corev1.Pod)
+	for _, p := range all {
 		inUse[ds.Name+"-"+hashOf(p)] = true
 		if p.DeletionTimestamp == nil {
 			pods = append(pods, p)

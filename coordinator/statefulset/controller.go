@@ -35,7 +35,6 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -87,6 +86,7 @@ type Controller struct {
 	workload.Loop
 	o            Options
 	ops          *podops.Ops
+	claimer      workload.Claimer
 	preDownloads *predownload.Manager
 	pods         cache.Indexer
 	revs         cache.Indexer
@@ -119,7 +119,8 @@ func New(o Options) (*Controller, error) {
 			Client: o.Client, Recorder: o.Recorder, Expect: expect, Clock: o.Clock, Kind: "StatefulSet",
 			Update: &inplace.Updater{Client: o.Client, Clock: o.Clock, Restart: inplace.RestartWithCRR(o.Shoal)},
 		},
-		pods: o.Pods.GetIndexer(), revs: o.Revisions.GetIndexer(), claims: o.Claims.GetIndexer(),
+		claimer: workload.Claimer{Client: o.Client, Recorder: o.Recorder, Kind: kind},
+		pods:    o.Pods.GetIndexer(), revs: o.Revisions.GetIndexer(), claims: o.Claims.GetIndexer(),
 		preDownloads: &predownload.Manager{Client: o.Client, Shoal: o.Shoal, Recorder: o.Recorder, Index: byOwner},
 	}
 	informers := []cache.SharedIndexInformer{o.Pods, o.Revisions}
@@ -132,18 +133,7 @@ func New(o Options) (*Controller, error) {
 			return nil, fmt.Errorf("index by Advanced StatefulSet owner: %w", err)
 		}
 	}
-	pods := c.PodHandler()
-	// An orphan that a set's selector matches is adopted by that set.
-	addPod := pods.AddFunc
-	pods.AddFunc = func(obj any) {
-		addPod(obj)
-		c.enqueueSelecting(obj)
-	}
-	updatePod := pods.UpdateFunc
-	pods.UpdateFunc = func(old, obj any) {
-		updatePod(old, obj)
-		c.enqueueSelecting(obj)
-	}
+	pods := c.OrphanHandler(c.PodHandler(), func(obj any) *metav1.LabelSelector { return obj.(*v1beta1.StatefulSet).Spec.Selector })
 	for _, h := range []struct {
 		inf     cache.SharedIndexInformer
 		handler cache.ResourceEventHandler
@@ -157,24 +147,6 @@ func New(o Options) (*Controller, error) {
 		}
 	}
 	return c, nil
-}
-
-// enqueueSelecting queues the sets whose selector matches an orphan pod.
-func (c *Controller) enqueueSelecting(obj any) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok || metav1.GetControllerOf(pod) != nil || pod.DeletionTimestamp != nil {
-		return
-	}
-	sets, err := c.Workloads.ByIndex(cache.NamespaceIndex, pod.Namespace)
-	if err != nil {
-		return
-	}
-	for _, o := range sets {
-		set := o.(*v1beta1.StatefulSet)
-		if sel, err := metav1.LabelSelectorAsSelector(set.Spec.Selector); err == nil && !sel.Empty() && sel.Matches(labels.Set(pod.Labels)) {
-			c.Enqueue(set)
-		}
-	}
 }
 
 // HasSynced reports whether the informers' initial lists went through the
@@ -273,52 +245,13 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 
 // claimPods returns the set's pods (terminating ones included) after
 // adopting the orphans its selector matches and releasing the pods it no
-// longer matches, as the upstream controller's ref manager does.
+// longer matches.
 func (c *Controller) claimPods(ctx context.Context, set *v1beta1.StatefulSet) ([]*corev1.Pod, error) {
-	sel, err := metav1.LabelSelectorAsSelector(set.Spec.Selector)
-	if err != nil {
-		return nil, fmt.Errorf("spec.selector: %w", err)
-	}
 	objs, err := c.pods.ByIndex(cache.NamespaceIndex, set.Namespace)
 	if err != nil {
 		return nil, err
 	}
-	var out []*corev1.Pod
-	var errs []error
-	for _, o := range objs {
-		pod := o.(*corev1.Pod)
-		ref := metav1.GetControllerOf(pod)
-		matches := !sel.Empty() && sel.Matches(labels.Set(pod.Labels))
-		switch {
-		case ref != nil && ref.UID == set.UID && matches:
-			out = append(out, pod)
-		case ref != nil && ref.UID == set.UID:
-			errs = append(errs, c.setController(ctx, set, pod, nil, "released: its labels no longer match the selector"))
-		case ref == nil && matches && pod.DeletionTimestamp == nil && set.DeletionTimestamp == nil:
-			if err := c.setController(ctx, set, pod, metav1.NewControllerRef(set, kind), "adopted: its labels match the selector"); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			out = append(out, pod)
-		}
-	}
-	return out, errors.Join(errs...)
-}
-
-// setController patches pod's controller reference to ref (nil removes
-// the set's), guarded by the pod's UID.
-func (c *Controller) setController(ctx context.Context, set *v1beta1.StatefulSet, pod *corev1.Pod, ref *metav1.OwnerReference, why string) error {
-	refs := slices.DeleteFunc(slices.Clone(pod.OwnerReferences), func(r metav1.OwnerReference) bool { return r.UID == set.UID })
-	if ref != nil {
-		refs = append(refs, *ref)
-	}
-	next := pod.DeepCopy()
-	next.OwnerReferences = refs
-	if _, err := c.o.Client.CoreV1().Pods(pod.Namespace).Update(ctx, next, metav1.UpdateOptions{}); err != nil {
-		return workload.IgnoreStale(err, "set the controller of pod %s", pod.Name)
-	}
-	c.o.Recorder.Eventf(set, pod, corev1.EventTypeNormal, "ClaimPod", "Claim", "pod %s %s", pod.Name, why)
-	return nil
+	return c.claimer.Pods(ctx, set, set.Spec.Selector, objs)
 }
 
 // inPlaceSpec is the in-place update of pod to revision rev (the set's

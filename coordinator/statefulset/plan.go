@@ -293,9 +293,11 @@ func newPlan(in input) (*plan, error) {
 		n = max(n, 1)
 		scaleBudget = &n
 	}
-	// spend takes one from the scale budget and reports whether the step
-	// must stop: always for OrderedReady, when the budget is used up for a
-	// bounded Parallel set, never for an unbounded one.
+	// spend takes one from the scale budget and reports whether it is
+	// used up: always for OrderedReady (which then stops the plan), when
+	// the budget is spent for a bounded Parallel set (which then creates
+	// no more pods, but goes on to scale down and update), never for an
+	// unbounded one.
 	spend := func() bool {
 		if monotonic {
 			return true
@@ -306,46 +308,47 @@ func newPlan(in input) (*plan, error) {
 		*scaleBudget--
 		return *scaleBudget <= 0
 	}
+	creating := true
 	partition := partitionOf(set, replicaCount)
 	rolling := set.Spec.UpdateStrategy.Type != appsv1.OnDeleteStatefulSetStrategyType
 
 	// 2. replicas, lowest ordinal first.
 	for i, pod := range replicas {
-		if pod != nil && failed(pod) && !terminating(pod) {
+		var why string
+		switch {
+		case pod != nil && failed(pod) && !terminating(pod):
 			p.deletes = append(p.deletes, deletion{pod, fmt.Sprintf("recreating pod %s: it %s", pod.Name, strings.ToLower(string(pod.Status.Phase)))})
-			if spend() {
-				p.blocked = "recreating failed pod " + pod.Name
-				return p, nil
-			}
+			why = "recreating failed pod " + pod.Name
+		case pod == nil && !creating:
 			continue
-		}
-		if pod == nil {
+		case pod == nil:
 			rev := in.update
 			if rolling && int32(i) < partition && in.current != "" {
 				rev = in.current
 			}
 			p.creates = append(p.creates, create{ordinal: ords[i], revision: rev})
-			if spend() {
-				p.blocked = fmt.Sprintf("creating pod %s-%d", set.Name, ords[i])
-				return p, nil
+			why = fmt.Sprintf("creating pod %s-%d", set.Name, ords[i])
+		case terminating(pod):
+			if !monotonic && scaleBudget == nil {
+				continue
 			}
+			why = "waiting for pod " + pod.Name + " to terminate"
+		case monotonic || scaleBudget != nil:
+			ok, wait := available(pod, minReady, in.now)
+			if ok {
+				continue
+			}
+			p.waitFor(wait)
+			why = "waiting for pod " + pod.Name + " to be running and available"
+		default:
 			continue
 		}
-		if terminating(pod) {
-			if monotonic || (scaleBudget != nil && spend()) {
-				p.blocked = "waiting for pod " + pod.Name + " to terminate"
+		if spend() {
+			p.blocked = why
+			if monotonic {
 				return p, nil
 			}
-			continue
-		}
-		if monotonic || scaleBudget != nil {
-			if ok, wait := available(pod, minReady, in.now); !ok {
-				p.waitFor(wait)
-				if monotonic || spend() {
-					p.blocked = "waiting for pod " + pod.Name + " to be running and available"
-					return p, nil
-				}
-			}
+			creating = false
 		}
 	}
 

@@ -177,6 +177,11 @@ func TestPlanRollingUpdate(t *testing.T) {
 			s.Spec.PodManagementPolicy = appsv1.ParallelPodManagement
 			s.Spec.UpdateStrategy.RollingUpdate = &v1beta1.RollingUpdateStatefulSetStrategy{MaxUnavailable: ptr.To(intstr.FromInt32(2))}
 		}, pods: old3(), deletes: []string{"web-2", "web-1"}},
+		{name: "a spent scale budget stops creates, not the update of unhealthy pods", change: func(s *v1beta1.StatefulSet) {
+			s.Spec.PodManagementPolicy = appsv1.ParallelPodManagement
+			s.Spec.ScaleStrategy = &v1beta1.StatefulSetScaleStrategy{MaxUnavailable: ptr.To(intstr.FromString("100%"))}
+			s.Spec.UpdateStrategy.RollingUpdate = &v1beta1.RollingUpdateStatefulSetStrategy{MaxUnavailable: ptr.To(intstr.FromString("100%"))}
+		}, pods: []*corev1.Pod{pod(0, "r1", false), pod(1, "r1", false), pod(2, "r1", false)}, deletes: []string{"web-2", "web-1", "web-0"}},
 		{name: "OrderedReady ignores maxUnavailable", change: func(s *v1beta1.StatefulSet) {
 			s.Spec.UpdateStrategy.RollingUpdate = &v1beta1.RollingUpdateStatefulSetStrategy{MaxUnavailable: ptr.To(intstr.FromInt32(2))}
 		}, pods: old3(), deletes: []string{"web-2"}},
