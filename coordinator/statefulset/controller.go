@@ -291,10 +291,18 @@ func (c *Controller) act(ctx context.Context, set *v1beta1.StatefulSet, key stri
 		condemned[pod.UID] = true
 	}
 	for _, pod := range pods {
-		if ord := ordinalOf(set.Name, pod); ord >= 0 && pod.DeletionTimestamp == nil {
-			after, err := c.ops.Progress(ctx, set, set.Spec.Lifecycle, pod, revisionOf(pod))
-			p.waitFor(after)
-			errs = append(errs, err, c.retain(ctx, set, pod, ord, condemned[pod.UID]))
+		ord := ordinalOf(set.Name, pod)
+		if ord < 0 || pod.DeletionTimestamp != nil {
+			continue
+		}
+		after, err := c.ops.Progress(ctx, set, set.Spec.Lifecycle, pod, revisionOf(pod))
+		p.waitFor(after)
+		errs = append(errs, err, c.retain(ctx, set, pod, ord, condemned[pod.UID]))
+		if pod.Status.Phase == corev1.PodPending && !condemned[pod.UID] {
+			// A pending pod whose PVC someone deleted waits for it for
+			// ever: create it again, as upstream does.
+			_, err := c.ensureClaims(ctx, set, ord)
+			errs = append(errs, err)
 		}
 	}
 	for _, d := range p.deletes {

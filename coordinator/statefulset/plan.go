@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
@@ -213,7 +214,9 @@ func minReadySeconds(set *v1beta1.StatefulSet) time.Duration {
 //  3. Condemned pods in descending ordinal order are deleted (through the
 //     preDelete hook); OrderedReady one at a time, after every replica is
 //     available.
-//  4. Rolling update (not OnDelete, not paused): the replicas above the
+//  4. Replicas labelled apps.kruise.io/specified-delete are deleted (to
+//     come back at the same ordinal) within maxUnavailable. Rolling
+//     update (not OnDelete, not paused): the replicas above the
 //     partition (partition counts pods kept at the current revision, the
 //     lowest ordinals) are updated, highest ordinal first (or by
 //     unorderedUpdate.priorityStrategy with Parallel), in place when the
@@ -375,16 +378,11 @@ func newPlan(in input) (*plan, error) {
 		}
 	}
 
-	// 4. rolling update.
+	// 4. specified deletes, then the rolling update, within
+	// maxUnavailable.
 	ru := set.Spec.UpdateStrategy.RollingUpdate
-	switch {
-	case !rolling:
-		return p, nil
-	case !in.updatesSeen:
+	if !in.updatesSeen {
 		p.blocked = "waiting for the informer to show the in-place updates started"
-		return p, nil
-	case ru != nil && ru.Paused:
-		p.blocked = "rolling update paused"
 		return p, nil
 	}
 	maxUnavailable := 1
@@ -395,10 +393,24 @@ func newPlan(in input) (*plan, error) {
 		}
 		maxUnavailable = max(n, 1)
 	}
-	unavailable := 0
+	deleted := p.specifiedDeletes(replicas, maxUnavailable, minReady, in.now)
+	switch {
+	case !rolling:
+		return p, nil
+	case ru != nil && ru.Paused:
+		p.blocked = "rolling update paused"
+		return p, nil
+	}
+	unavailable := len(deleted)
 	for _, i := range updateOrder(set, replicas, in.update, partition, monotonic) {
+		if unavailable >= maxUnavailable {
+			p.blocked = fmt.Sprintf("%d pods unavailable during the update, maxUnavailable %d", unavailable, maxUnavailable)
+			return p, nil
+		}
 		pod := replicas[i]
-		if pod == nil {
+		if pod != nil && deleted[pod.UID] {
+			// counted already
+		} else if pod == nil {
 			unavailable++ // still to be created
 		} else {
 			if revisionOf(pod) != in.update && !terminating(pod) {
@@ -420,6 +432,41 @@ func newPlan(in input) (*plan, error) {
 		}
 	}
 	return p, nil
+}
+
+// specifiedDeletes plans the deletion of the replicas labelled
+// apps.kruise.io/specified-delete (to be recreated at the same ordinal),
+// highest ordinal first, as long as no more than maxUnavailable replicas
+// are unavailable; a labelled pod that is unavailable already goes at
+// once. It returns the pods planned.
+func (p *plan) specifiedDeletes(replicas []*corev1.Pod, maxUnavailable int, minReady time.Duration, now time.Time) map[types.UID]bool {
+	unavailable := 0
+	for _, pod := range replicas {
+		if pod == nil {
+			unavailable++
+		} else if ok, _ := available(pod, minReady, now); !ok {
+			unavailable++
+		}
+	}
+	deleted := map[types.UID]bool{}
+	for i := len(replicas) - 1; i >= 0; i-- {
+		pod := replicas[i]
+		if pod == nil || terminating(pod) {
+			continue
+		}
+		if _, ok := pod.Labels[wellknown.LabelSpecifiedDelete]; !ok {
+			continue
+		}
+		if ok, _ := available(pod, minReady, now); ok {
+			if unavailable >= maxUnavailable {
+				continue
+			}
+			unavailable++
+		}
+		p.deletes = append(p.deletes, deletion{pod, "specified for deletion (" + wellknown.LabelSpecifiedDelete + ")"})
+		deleted[pod.UID] = true
+	}
+	return deleted
 }
 
 // updateOne plans the update of one old pod: in place when it can be,

@@ -198,6 +198,24 @@ func TestPlanRollingUpdate(t *testing.T) {
 		{name: "InPlaceOnly stops with a condition", change: func(s *v1beta1.StatefulSet) {
 			s.Spec.UpdateStrategy.RollingUpdate = &v1beta1.RollingUpdateStatefulSetStrategy{PodUpdatePolicy: v1beta1.InPlaceOnlyPodUpdateStrategyType}
 		}, pods: old3(), inPlace: notInPlace, failed: true},
+		{name: "a specified delete goes first and takes the one unavailable slot", pods: func() []*corev1.Pod {
+			p := pod(1, "r1", true)
+			p.Labels[wellknown.LabelSpecifiedDelete] = "true"
+			return []*corev1.Pod{pod(0, "r1", true), p, pod(2, "r1", true)}
+		}(), deletes: []string{"web-1"}},
+		{name: "a specified delete waits for maxUnavailable", pods: func() []*corev1.Pod {
+			p := pod(0, "r2", true)
+			p.Labels[wellknown.LabelSpecifiedDelete] = "true"
+			return []*corev1.Pod{p, pod(1, "r2", true), pod(2, "r2", false)}
+		}()},
+		{name: "an unavailable specified delete goes at once, paused or not", change: func(s *v1beta1.StatefulSet) {
+			s.Spec.PodManagementPolicy = appsv1.ParallelPodManagement
+			s.Spec.UpdateStrategy.RollingUpdate = &v1beta1.RollingUpdateStatefulSetStrategy{Paused: true}
+		}, pods: func() []*corev1.Pod {
+			p := pod(0, "r1", false)
+			p.Labels[wellknown.LabelSpecifiedDelete] = "true"
+			return []*corev1.Pod{p, pod(1, "r1", true), pod(2, "r1", true)}
+		}(), deletes: []string{"web-0"}},
 		{name: "paused", change: func(s *v1beta1.StatefulSet) {
 			s.Spec.UpdateStrategy.RollingUpdate = &v1beta1.RollingUpdateStatefulSetStrategy{Paused: true}
 		}, pods: old3()},

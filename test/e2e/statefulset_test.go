@@ -1329,3 +1329,99 @@ func TestStatefulSetPreDeleteHook(t *testing.T) {
 	}
 	waitStatefulSet(ctx, t, f, name, "2 ready", settledSet(2))
 }
+
+// specifiedDelete labels pod apps.kruise.io/specified-delete and waits
+// until the set recreated it (a new UID) and every one of the n pods runs
+// ready; it returns the pods.
+func specifiedDelete(ctx context.Context, t *testing.T, f *framework.Framework, name string, n, ordinal int) []corev1.Pod {
+	t.Helper()
+	pod := fmt.Sprintf("%s-%d", name, ordinal)
+	old, err := f.Kube.CoreV1().Pods(f.Namespace).Get(ctx, pod, metav1.GetOptions{})
+	require.NoError(t, err)
+	patchPodLabels(ctx, t, f, pod, map[string]any{wellknown.LabelSpecifiedDelete: "true"})
+	return waitSetPods(ctx, t, f, name, "pod "+pod+" recreated, all ready", func(pods []corev1.Pod) bool {
+		for _, p := range pods {
+			if p.Name == pod && p.UID == old.UID {
+				return false
+			}
+		}
+		return runningReady(n, n)(pods)
+	})
+}
+
+// TestStatefulSetSpecifiedDeleteAndEviction: pods labelled for deletion
+// and pods the kubelet rejected come back at the same ordinal.
+func TestStatefulSetSpecifiedDeleteAndEviction(t *testing.T) {
+	t.Parallel()
+	f := newFramework(t)
+	ctx := t.Context()
+
+	// OpenKruise: "should perform rolling updates with specified-deleted"
+	t.Run("should perform rolling updates with specified-deleted", func(t *testing.T) {
+		t.Parallel()
+		const name = "specified"
+		createStatefulSet(ctx, t, f, newStatefulSet(f, name, 4))
+		waitSetPods(ctx, t, f, name, "4 running and ready", runningReady(4, 4))
+		s := waitStatefulSet(ctx, t, f, name, "4 ready", settledSet(4))
+		current := s.Status.CurrentRevision
+		pods := specifiedDelete(ctx, t, f, name, 4, 1)
+		requireAllAt(t, pods, current, "")
+
+		updateStatefulSet(ctx, t, f, name, func(s *v1beta1.StatefulSet) {
+			s.Spec.Template.Spec.Containers[0].Image = f.Image("testserver:v2")
+			s.Spec.UpdateStrategy.RollingUpdate = &v1beta1.RollingUpdateStatefulSetStrategy{Partition: ptr.To[int32](2)}
+		})
+		specifiedDelete(ctx, t, f, name, 4, 2)
+		s = waitStatefulSet(ctx, t, f, name, "a new revision", newRevision)
+		require.Equal(t, current, s.Status.CurrentRevision)
+		update := s.Status.UpdateRevision
+		s, pods = waitPartitioned(ctx, t, f, name, nil)
+		// Below the partition, a specified delete brings the pod back at
+		// the current revision.
+		pods = specifiedDelete(ctx, t, f, name, 4, 1)
+		for _, p := range pods {
+			want := current
+			if ordinalOf(&p) >= 2 {
+				want = update
+			}
+			require.Equal(t, want, revisionOf(&p), "pod %s", p.Name)
+		}
+	})
+
+	// OpenKruise: "Should recreate evicted statefulset"
+	t.Run("Should recreate evicted statefulset", func(t *testing.T) {
+		t.Parallel()
+		const name = "evicted"
+		const hostPort = 21017
+		node := requireSchedulableNodes(ctx, t, f, 1)[0].Name
+		conflict := busyboxPod(f, "conflict", node, "sleep 3600")
+		conflict.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: hostPort, HostPort: hostPort}}
+		_, err := f.Kube.CoreV1().Pods(f.Namespace).Create(ctx, conflict, metav1.CreateOptions{})
+		require.NoError(t, err)
+		waitObject(ctx, t, f.Kube.CoreV1().Pods(f.Namespace), statefulSetTimeout, "conflict", "running",
+			func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning }, func(p *corev1.Pod) any { return p.Status.Phase })
+
+		sts := newStatefulSet(f, name, 1)
+		sts.Spec.Template.Spec.NodeName = node
+		sts.Spec.Template.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: hostPort, HostPort: hostPort}}
+		createStatefulSet(ctx, t, f, sts)
+
+		// The kubelet rejects the pod (its host port is taken); the set
+		// deletes the failed pod and creates it again.
+		var first types.UID
+		waitSetPods(ctx, t, f, name, "pod 0 recreated at least once", func(pods []corev1.Pod) bool {
+			for _, p := range pods {
+				if first == "" {
+					first = p.UID
+				}
+				if first != "" && p.UID != first {
+					return true
+				}
+			}
+			return false
+		})
+		require.NoError(t, f.Kube.CoreV1().Pods(f.Namespace).Delete(ctx, "conflict", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}))
+		pods := waitSetPods(ctx, t, f, name, "pod 0 running and ready", runningReady(1, 1))
+		require.Equal(t, node, pods[0].Spec.NodeName)
+	})
+}
