@@ -417,35 +417,10 @@ func percentile(ds []time.Duration, p int) time.Duration {
 }
 
 // scrapeWrites reads the coordinator leader's write counts by resource
-// (POST, PUT, PATCH and DELETE requests).
+// (framework.Clients.CoordinatorWrites).
 func scrapeWrites(ctx context.Context, t *testing.T, f *framework.Framework) map[string]float64 {
 	t.Helper()
-	leader, err := f.CoordinatorLeader(ctx)
+	out, err := f.CoordinatorWrites(ctx)
 	require.NoError(t, err)
-	m, err := framework.Scrape(ctx, framework.CoordinatorURL(leader))
-	require.NoError(t, err)
-	out := map[string]float64{}
-	fam := m["shoal_coordinator_api_requests_total"]
-	require.NotNil(t, fam, "the coordinator exports shoal_coordinator_api_requests_total")
-	for _, s := range fam.GetMetric() {
-		var verb, res, code string
-		for _, l := range s.GetLabel() {
-			switch l.GetName() {
-			case "verb":
-				verb = l.GetValue()
-			case "resource":
-				res = l.GetValue()
-			case "code":
-				code = l.GetValue()
-			}
-		}
-		if verb != "POST" && verb != "PUT" && verb != "PATCH" && verb != "DELETE" {
-			continue
-		}
-		if !strings.HasPrefix(code, "2") {
-			res = "refused:" + res // conflicts and the like: tried, not written
-		}
-		out[res] += s.GetCounter().GetValue()
-	}
 	return out
 }

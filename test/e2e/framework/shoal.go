@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"io"
 	"net"
 	"net/http"
@@ -118,6 +119,47 @@ func get(ctx context.Context, url string) ([]byte, error) {
 		return nil, fmt.Errorf("GET %s: %s: %s", url, resp.Status, body)
 	}
 	return body, nil
+}
+
+// CoordinatorWrites reads the coordinator leader's API write counts
+// (POST, PUT, PATCH and DELETE requests) by resource from its
+// shoal_coordinator_api_requests_total; refused writes (conflicts and the
+// like: tried, not written) count under "refused:<resource>".
+func (c *Clients) CoordinatorWrites(ctx context.Context) (map[string]float64, error) {
+	leader, err := c.CoordinatorLeader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m, err := Scrape(ctx, CoordinatorURL(leader))
+	if err != nil {
+		return nil, err
+	}
+	fam := m["shoal_coordinator_api_requests_total"]
+	if fam == nil {
+		return nil, fmt.Errorf("the coordinator %s exports no shoal_coordinator_api_requests_total", leader.Name)
+	}
+	out := map[string]float64{}
+	for _, s := range fam.GetMetric() {
+		var verb, res, code string
+		for _, l := range s.GetLabel() {
+			switch l.GetName() {
+			case "verb":
+				verb = l.GetValue()
+			case "resource":
+				res = l.GetValue()
+			case "code":
+				code = l.GetValue()
+			}
+		}
+		if verb != "POST" && verb != "PUT" && verb != "PATCH" && verb != "DELETE" {
+			continue
+		}
+		if !strings.HasPrefix(code, "2") {
+			res = "refused:" + res
+		}
+		out[res] += s.GetCounter().GetValue()
+	}
+	return out, nil
 }
 
 // Metrics are the metric families of one scrape.
