@@ -145,7 +145,7 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 			namespaces = append(namespaces, ns)
 		}
 	}
-	targets, missing, err := targetNamespaces(rd, namespaces)
+	targets, missing, err := TargetNamespaces(rd, namespaces)
 	if err != nil {
 		c.o.Recorder.Eventf(rd, nil, corev1.EventTypeWarning, "InvalidTargets", "Sync", "%v", err)
 		return 0, nil

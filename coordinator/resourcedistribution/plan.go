@@ -92,6 +92,16 @@ func decode(rd *v1alpha1.ResourceDistribution) (resource, error) {
 	return r, nil
 }
 
+// Resource returns the kind (Secret or ConfigMap) and name of the object
+// rd copies, or why spec.resource is not one.
+func Resource(rd *v1alpha1.ResourceDistribution) (kind, name string, err error) {
+	r, err := decode(rd)
+	if err != nil {
+		return "", "", err
+	}
+	return r.kind, r.name(), nil
+}
+
 // copyMeta is the metadata of rd's copy of r in namespace ns.
 func copyMeta(rd *v1alpha1.ResourceDistribution, src metav1.ObjectMeta, ns string) metav1.ObjectMeta {
 	m := metav1.ObjectMeta{
@@ -125,9 +135,9 @@ func sameContent(want, have metav1.ObjectMeta, wantData, haveData any) bool {
 		apiequality.Semantic.DeepEqual(wantData, haveData)
 }
 
-// targetNamespaces returns the namespaces rd targets that exist (sorted)
+// TargetNamespaces returns the namespaces rd targets that exist (sorted)
 // and the included ones that do not.
-func targetNamespaces(rd *v1alpha1.ResourceDistribution, namespaces []*corev1.Namespace) (targets, missing []string, err error) {
+func TargetNamespaces(rd *v1alpha1.ResourceDistribution, namespaces []*corev1.Namespace) (targets, missing []string, err error) {
 	t := rd.Spec.Targets
 	excluded := map[string]bool{}
 	for _, n := range t.ExcludedNamespaces.List {

@@ -51,7 +51,7 @@ func TestTargetNamespaces(t *testing.T) {
 			nil, []string{"leaving"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, missing, err := targetNamespaces(&v1alpha1.ResourceDistribution{Spec: v1alpha1.ResourceDistributionSpec{Targets: tc.targets}}, all)
+			got, missing, err := TargetNamespaces(&v1alpha1.ResourceDistribution{Spec: v1alpha1.ResourceDistributionSpec{Targets: tc.targets}}, all)
 			require.NoError(t, err)
 			require.Equal(t, tc.want, got)
 			require.Equal(t, tc.wantAbsent, missing)
