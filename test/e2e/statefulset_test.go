@@ -1375,7 +1375,7 @@ func TestStatefulSetSpecifiedDeleteAndEviction(t *testing.T) {
 		s = waitStatefulSet(ctx, t, f, name, "a new revision", newRevision)
 		require.Equal(t, current, s.Status.CurrentRevision)
 		update := s.Status.UpdateRevision
-		s, pods = waitPartitioned(ctx, t, f, name, nil)
+		waitPartitioned(ctx, t, f, name, nil)
 		// Below the partition, a specified delete brings the pod back at
 		// the current revision.
 		pods = specifiedDelete(ctx, t, f, name, 4, 1)
