@@ -692,6 +692,12 @@ const (
 	// comma-separated pod annotation keys (for example a CNI's pod IP key)
 	// whose values are recorded and put back on the pod when it is recreated.
 	AnnotationPersistentPodAnnotations = "kruise.io/persistent-pod-annotations"
+
+	// AnnotationInjectedPersistentPodState is set by the pod webhook, on a
+	// StatefulSet pod it gave the recorded placement (node selector and
+	// preferred node affinity) or annotations of a PersistentPodState, to
+	// that PersistentPodState's name.
+	AnnotationInjectedPersistentPodState = "kruise.io/injected-persistent-pod-state"
 )
 
 // ---------------------------------------------------------------------------

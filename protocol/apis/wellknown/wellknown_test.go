@@ -182,6 +182,7 @@ var entries = []entry{
 	{"AnnotationRequiredPersistentTopology", AnnotationRequiredPersistentTopology, kindKey},
 	{"AnnotationPreferredPersistentTopology", AnnotationPreferredPersistentTopology, kindKey},
 	{"AnnotationPersistentPodAnnotations", AnnotationPersistentPodAnnotations, kindKey},
+	{"AnnotationInjectedPersistentPodState", AnnotationInjectedPersistentPodState, kindKey},
 
 	// ResourceDistribution.
 	{"AnnotationResourceDistributionFrom", AnnotationResourceDistributionFrom, kindKey},
