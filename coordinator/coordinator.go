@@ -22,9 +22,11 @@ import (
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/kubernetes"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -48,6 +50,7 @@ import (
 	"github.com/shoal-io/shoal/coordinator/imagelistpull"
 	"github.com/shoal-io/shoal/coordinator/imagepull"
 	"github.com/shoal-io/shoal/coordinator/imagepull/pullview"
+	"github.com/shoal-io/shoal/coordinator/persistentpodstate"
 	"github.com/shoal-io/shoal/coordinator/podreadiness"
 	"github.com/shoal-io/shoal/coordinator/recreate"
 	"github.com/shoal-io/shoal/coordinator/resourcedistribution"
@@ -58,6 +61,7 @@ import (
 	"github.com/shoal-io/shoal/internal/apimetrics"
 	"github.com/shoal-io/shoal/internal/httpserve"
 	"github.com/shoal-io/shoal/protocol/apis/apps/conversion"
+	"github.com/shoal-io/shoal/protocol/apis/apps/v1alpha1"
 	"github.com/shoal-io/shoal/protocol/apis/wellknown"
 	shoalclient "github.com/shoal-io/shoal/protocol/client/clientset/versioned"
 	shoalscheme "github.com/shoal-io/shoal/protocol/client/clientset/versioned/scheme"
@@ -244,6 +248,21 @@ func Run(ctx context.Context, o Options) error {
 	}
 	synced = append(synced, distributions.HasSynced)
 
+	// PersistentPodStates at their storage version (v1alpha1); Advanced
+	// StatefulSets at theirs (v1beta1).
+	ppsInformer := shoalInformers.Apps().V1alpha1().PersistentPodStates()
+	podStates, err := persistentpodstate.New(persistentpodstate.Options{
+		Shoal:  shoal,
+		States: ppsInformer.Informer(), Pods: podInformer, Nodes: nodeInformer,
+		StatefulSets:         kubeInformers.Apps().V1().StatefulSets().Informer(),
+		AdvancedStatefulSets: shoalInformers.Apps().V1beta1().StatefulSets().Informer(),
+		IsLeader:             isLeader, Recorder: recorder,
+	})
+	if err != nil {
+		return err
+	}
+	synced = append(synced, podStates.HasSynced)
+
 	cronJobs, err := advancedcronjob.New(advancedcronjob.Options{
 		Client: client, Shoal: shoal,
 		CronJobs:          shoalInformers.Apps().V1beta1().AdvancedCronJobs().Informer(),
@@ -330,6 +349,23 @@ func Run(ctx context.Context, o Options) error {
 	hooks.Handle(webhook.DaemonSetValidatePath, webhook.ValidateDaemonSet)
 	hooks.Handle(webhook.StatefulSetValidatePath, webhook.ValidateStatefulSet)
 	hooks.Handle(webhook.AdvancedCronJobValidatePath, webhook.ValidateAdvancedCronJob)
+	// The pod webhook reads PersistentPodStates from the informer, warm on
+	// every replica.
+	ppsLister := ppsInformer.Lister()
+	ppsAdmission := webhook.NewPersistentPodStateAdmission(webhook.PersistentPodStateListerFunc(
+		func(namespace string) ([]*v1alpha1.PersistentPodState, error) {
+			return ppsLister.PersistentPodStates(namespace).List(labels.Everything())
+		}))
+	hooks.Handle(webhook.PersistentPodStatePodMutatePath, ppsAdmission.MutatePod)
+	hooks.Handle(webhook.PersistentPodStateValidatePath, ppsAdmission.Validate)
+	meta, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("metadata client: %w", err)
+	}
+	protection := webhook.NewDeletionProtection(webhook.ClusterDependents{
+		Pods: kubeInformers.Core().V1().Pods().Lister(), Claims: kubeInformers.Core().V1().PersistentVolumeClaims().Lister(), Metadata: meta,
+	}, reg)
+	hooks.Handle(webhook.DeletionProtectionPath, protection.Validate)
 	hooks.HandleConversion(webhook.ConvertPath, conversion.Convert)
 
 	var informersSynced atomic.Bool
@@ -363,6 +399,7 @@ func Run(ctx context.Context, o Options) error {
 	g.Go(func() error { return bcj.Run(ctx) })
 	g.Go(func() error { return cronJobs.Run(ctx) })
 	g.Go(func() error { return distributions.Run(ctx) })
+	g.Go(func() error { return podStates.Run(ctx) })
 	g.Go(func() error { return daemons.Run(ctx) })
 	g.Go(func() error { return statefulSets.Run(ctx) })
 	g.Go(func() error { return pulls.Run(ctx) })
@@ -425,6 +462,7 @@ func Run(ctx context.Context, o Options) error {
 			bcj.Resync()
 			cronJobs.Resync()
 			distributions.Resync()
+			podStates.Resync()
 			daemons.Resync()
 			statefulSets.Resync()
 			pulls.Resync()
