@@ -15,14 +15,14 @@ import (
 // is p_<priority>. In-place updates follow the same order.
 const EnvContainerBarrier = wellknown.EnvContainerBarrier
 
-// priorities returns the launch priority of each container of pod, nil
+// Priorities returns the launch priority of each container of pod, nil
 // when the pod has none: from the barrier env the launch-priority webhook
 // injects, else from what that webhook reads (a container's
 // KRUISE_CONTAINER_PRIORITY env, or the pod's
 // apps.kruise.io/container-launch-priority: Ordered, first container
 // highest), so pods created without the webhook update in the same order.
 // In a pod with priorities, a container without one has priority 0.
-func priorities(pod *corev1.Pod) map[string]int {
+func Priorities(pod *corev1.Pod) map[string]int {
 	out := map[string]int{}
 	ordered := pod.Annotations[wellknown.AnnotationContainerLaunchPriority] == wellknown.ContainerLaunchPriorityOrdered
 	for i := range pod.Spec.Containers {
@@ -88,7 +88,7 @@ func (s *Spec) containers() []string {
 // reads joins the batch: the key changes once, for both. Label and
 // annotation changes read only by waiting containers wait with them.
 func Split(pod *corev1.Pod, s *Spec) (now, next *Spec) {
-	prio := priorities(pod)
+	prio := Priorities(pod)
 	changed := s.containers()
 	top, found := 0, false
 	for _, c := range changed {
