@@ -594,8 +594,9 @@ const (
 	// have no owner at all.
 	AnnotationPubProtectTotalReplicas = "pub.kruise.io/protect-total-replicas"
 
-	// AnnotationPubNoProtect is set by users on a pod (any value) to exempt it
-	// from every PodUnavailableBudget, for example to force its deletion.
+	// AnnotationPubNoProtect is set by users on a pod to a true value
+	// ("true") to exempt it from every PodUnavailableBudget, for example to
+	// force its deletion.
 	AnnotationPubNoProtect = "pub.kruise.io/no-protect"
 
 	// AnnotationPubRelatedPub is set by the pod webhook on a pod to the name of
