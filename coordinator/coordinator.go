@@ -25,11 +25,12 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	kubeinformers "k8s.io/client-go/informers"
-	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/kubernetes"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
@@ -50,13 +51,16 @@ import (
 	"github.com/shoal-io/shoal/coordinator/imagelistpull"
 	"github.com/shoal-io/shoal/coordinator/imagepull"
 	"github.com/shoal-io/shoal/coordinator/imagepull/pullview"
+	"github.com/shoal-io/shoal/coordinator/launchpriority"
 	"github.com/shoal-io/shoal/coordinator/persistentpodstate"
 	"github.com/shoal-io/shoal/coordinator/podreadiness"
+	"github.com/shoal-io/shoal/coordinator/podunavailablebudget"
 	"github.com/shoal-io/shoal/coordinator/recreate"
 	"github.com/shoal-io/shoal/coordinator/resourcedistribution"
 	"github.com/shoal-io/shoal/coordinator/statefulset"
 	"github.com/shoal-io/shoal/coordinator/statuswriter"
 	"github.com/shoal-io/shoal/coordinator/testwork"
+	"github.com/shoal-io/shoal/coordinator/uniteddeployment"
 	"github.com/shoal-io/shoal/coordinator/webhook"
 	"github.com/shoal-io/shoal/internal/apimetrics"
 	"github.com/shoal-io/shoal/internal/httpserve"
@@ -263,6 +267,55 @@ func Run(ctx context.Context, o Options) error {
 	}
 	synced = append(synced, podStates.HasSynced)
 
+	// PodUnavailableBudgets; the workloads they count from the informers
+	// (CloneSets and Advanced StatefulSets at their storage version), any
+	// other kind through its scale subresource.
+	scales, err := podunavailablebudget.NewScales(cfg)
+	if err != nil {
+		return err
+	}
+	budgets, err := podunavailablebudget.New(podunavailablebudget.Options{
+		Shoal:   shoal,
+		Budgets: shoalInformers.Policy().V1alpha1().PodUnavailableBudgets().Informer(), Pods: podInformer,
+		ReplicaSets:          kubeInformers.Apps().V1().ReplicaSets().Informer(),
+		Deployments:          kubeInformers.Apps().V1().Deployments().Informer(),
+		StatefulSets:         kubeInformers.Apps().V1().StatefulSets().Informer(),
+		CloneSets:            shoalInformers.Apps().V1beta1().CloneSets().Informer(),
+		AdvancedStatefulSets: shoalInformers.Apps().V1beta1().StatefulSets().Informer(),
+		Scales:               scales, IsLeader: isLeader, Recorder: recorder,
+		// A budget that frees room lets Shoal's workloads retry the pod
+		// updates and deletes it refused at once.
+		OnFreed: podunavailablebudget.Requeue(&sets.Loop, &statefulSets.Loop, &daemons.Loop),
+	})
+	if err != nil {
+		return err
+	}
+	synced = append(synced, budgets.HasSynced)
+
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("dynamic client: %w", err)
+	}
+	united, err := uniteddeployment.New(uniteddeployment.Options{
+		Dynamic: dyn, Shoal: shoal,
+		UnitedDeployments:    shoalInformers.Apps().V1alpha1().UnitedDeployments().Informer(),
+		StatefulSets:         kubeInformers.Apps().V1().StatefulSets().Informer(),
+		AdvancedStatefulSets: shoalInformers.Apps().V1beta1().StatefulSets().Informer(),
+		CloneSets:            shoalInformers.Apps().V1beta1().CloneSets().Informer(),
+		Deployments:          kubeInformers.Apps().V1().Deployments().Informer(),
+		IsLeader:             isLeader, Recorder: recorder,
+	})
+	if err != nil {
+		return err
+	}
+	synced = append(synced, united.HasSynced)
+
+	launches, err := launchpriority.New(launchpriority.Options{Client: client, Pods: podInformer, IsLeader: isLeader})
+	if err != nil {
+		return err
+	}
+	synced = append(synced, launches.HasSynced)
+
 	cronJobs, err := advancedcronjob.New(advancedcronjob.Options{
 		Client: client, Shoal: shoal,
 		CronJobs:          shoalInformers.Apps().V1beta1().AdvancedCronJobs().Informer(),
@@ -358,6 +411,18 @@ func Run(ctx context.Context, o Options) error {
 		}))
 	hooks.Handle(webhook.PersistentPodStatePodMutatePath, ppsAdmission.MutatePod)
 	hooks.Handle(webhook.PersistentPodStateValidatePath, ppsAdmission.Validate)
+	// The PodUnavailableBudget pod webhook reads budgets, pods and
+	// namespaces from the informers (every replica serves it) and writes a
+	// budget's status only to record a disruption it allows.
+	podLister, nsLister := kubeInformers.Core().V1().Pods().Lister(), kubeInformers.Core().V1().Namespaces().Lister()
+	pubAdmission := webhook.NewPodUnavailableBudgetAdmission(budgets,
+		webhook.PodGetterFunc(func(ns, name string) (*corev1.Pod, error) { return podLister.Pods(ns).Get(name) }), shoal, reg).
+		WithNamespaces(func(name string) bool {
+			ns, err := nsLister.Get(name)
+			return err == nil && (ns.DeletionTimestamp != nil || ns.Status.Phase == corev1.NamespaceTerminating)
+		})
+	hooks.Handle(webhook.PodUnavailableBudgetPodPath, pubAdmission.ValidatePod)
+	hooks.Handle(webhook.PodUnavailableBudgetValidatePath, pubAdmission.Validate)
 	meta, err := metadata.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("metadata client: %w", err)
@@ -366,6 +431,7 @@ func Run(ctx context.Context, o Options) error {
 		Pods: kubeInformers.Core().V1().Pods().Lister(), Claims: kubeInformers.Core().V1().PersistentVolumeClaims().Lister(), Metadata: meta,
 	}, reg)
 	hooks.Handle(webhook.DeletionProtectionPath, protection.Validate)
+	hooks.Handle(webhook.LaunchPriorityPath, webhook.LaunchPriority)
 	hooks.HandleConversion(webhook.ConvertPath, conversion.Convert)
 
 	var informersSynced atomic.Bool
@@ -400,7 +466,10 @@ func Run(ctx context.Context, o Options) error {
 	g.Go(func() error { return cronJobs.Run(ctx) })
 	g.Go(func() error { return distributions.Run(ctx) })
 	g.Go(func() error { return podStates.Run(ctx) })
+	g.Go(func() error { return budgets.Run(ctx) })
 	g.Go(func() error { return daemons.Run(ctx) })
+	g.Go(func() error { return united.Run(ctx) })
+	g.Go(func() error { return launches.Run(ctx) })
 	g.Go(func() error { return statefulSets.Run(ctx) })
 	g.Go(func() error { return pulls.Run(ctx) })
 	g.Go(func() error { return lists.Run(ctx) })
@@ -463,7 +532,10 @@ func Run(ctx context.Context, o Options) error {
 			cronJobs.Resync()
 			distributions.Resync()
 			podStates.Resync()
+			budgets.Resync()
 			daemons.Resync()
+			united.Resync()
+			launches.Resync()
 			statefulSets.Resync()
 			pulls.Resync()
 			lists.Resync()

@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"testing"
 
-	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	"github.com/stretchr/testify/require"
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -50,7 +50,9 @@ func barrierKeys(pod *corev1.Pod) []string {
 }
 
 func TestLaunchPriority(t *testing.T) {
-	env := func(v string) []corev1.EnvVar { return []corev1.EnvVar{{Name: "KRUISE_CONTAINER_PRIORITY", Value: v}, {Name: "test", Value: "foo"}} }
+	env := func(v string) []corev1.EnvVar {
+		return []corev1.EnvVar{{Name: "KRUISE_CONTAINER_PRIORITY", Value: v}, {Name: "test", Value: "foo"}}
+	}
 	for _, tc := range []struct {
 		name string
 		pod  *corev1.Pod
