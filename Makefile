@@ -30,7 +30,7 @@ SHOAL_REGISTRY ?= 172.31.250.1:5000
 IMAGE_TAG ?= dev
 
 .PHONY: help build test test-unit test-e2e e2e e2e-kind verify generate up clean clean-cache \
-	cluster-up cluster-down cluster-env images deploy bench-nodework bench-imagepull bench-p2p bench-agent bench-crr bench-rollout bench-daemonset bench-distribution $(SHOAL_CLUSTER)
+	cluster-up cluster-down cluster-env images deploy bench-nodework bench-imagepull bench-p2p bench-agent bench-crr bench-rollout bench-daemonset bench-distribution bench-pub $(SHOAL_CLUSTER)
 
 help: ## List the targets.
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
@@ -101,6 +101,9 @@ bench-rollout: ## Image rollout of 30 pods: Deployment vs CloneSet ReCreate vs i
 
 bench-daemonset: ## Advanced DaemonSet update on every node: Standard vs in-place with pre-download; unready time per node and registry bytes.
 	hack/bench-daemonset.sh
+
+bench-pub: ## Pod DELETE admission latency through the PodUnavailableBudget webhook at 50/s, with and without it in one run.
+	hack/bench-pub.sh
 
 bench-distribution: ## ResourceDistribution of a Secret to 500 namespaces and one change: time against client writers, API writes per namespace.
 	hack/bench-distribution.sh

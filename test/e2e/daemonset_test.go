@@ -235,13 +235,32 @@ func TestDaemonSetBasic(t *testing.T) {
 		pods := waitDaemonPods(ctx, t, f, "retry", "a ready pod on every node", runningOn(nodes))
 		waitDaemonStatus(ctx, t, f, "retry")
 		failed := pods[nodes[0]][0]
-		failed.Status.Phase = corev1.PodFailed
-		_, err := f.Kube.CoreV1().Pods(f.Namespace).UpdateStatus(ctx, &failed, metav1.UpdateOptions{})
-		require.NoError(t, err)
+		// The kubelet puts the phase of a pod whose containers run back to
+		// Running within seconds, so the test marks it Failed again until
+		// the DaemonSet has reacted: a pod that keeps failing.
+		markFailed := func(ctx context.Context) error {
+			p, err := f.Kube.CoreV1().Pods(f.Namespace).Get(ctx, failed.Name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) || (err == nil && (p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodFailed)) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			p.Status.Phase = corev1.PodFailed
+			_, err = f.Kube.CoreV1().Pods(f.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+				return nil
+			}
+			return err
+		}
+		require.NoError(t, markFailed(ctx))
 		waitDaemonPods(ctx, t, f, "retry", "the failed pod replaced", func(m map[string][]corev1.Pod) bool {
+			if err := markFailed(ctx); err != nil {
+				t.Logf("mark pod %s Failed again: %v", failed.Name, err)
+			}
 			return runningOn(nodes)(m) && m[nodes[0]][0].UID != failed.UID
 		})
-		err = framework.WaitFor(ctx, daemonSetTimeout, func(ctx context.Context) (bool, error) {
+		err := framework.WaitFor(ctx, daemonSetTimeout, func(ctx context.Context) (bool, error) {
 			_, err := f.Kube.CoreV1().Pods(f.Namespace).Get(ctx, failed.Name, metav1.GetOptions{})
 			return apierrors.IsNotFound(err), nil
 		})
