@@ -72,7 +72,7 @@ func TestPUBWebhookLatencyBenchmark(t *testing.T) {
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{
 					TerminationGracePeriodSeconds: ptr.To[int64](1),
-					Containers: []corev1.Container{{Name: "app", Image: f.Image("testserver:latest"), Args: []string{"serve", "--port", "8080"}}},
+					Containers:                    []corev1.Container{{Name: "app", Image: f.Image("testserver:latest"), Args: []string{"serve", "--port", "8080"}}},
 				},
 			},
 		},
