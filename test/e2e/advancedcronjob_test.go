@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -119,6 +120,87 @@ func TestAdvancedCronJob(t *testing.T) {
 		})
 		require.NoError(t, err, "a BroadcastJob run completes on every node")
 	})
+
+	// Issue 24: with a timeZone east of UTC and the schedule one minute
+	// ahead in that zone, exactly one Job runs, at that minute.
+	t.Run("timeZone east of UTC", func(t *testing.T) {
+		t.Parallel()
+		tokyo, err := time.LoadLocation("Asia/Tokyo")
+		require.NoError(t, err)
+		// Two minutes ahead when close to the minute's end, so the object
+		// is surely in before its slot.
+		at := time.Now().In(tokyo).Add(time.Minute).Truncate(time.Minute)
+		if time.Until(at) < 20*time.Second {
+			at = at.Add(time.Minute)
+		}
+		_, err = cronJobs.Create(ctx, &v1beta1.AdvancedCronJob{
+			ObjectMeta: metav1.ObjectMeta{Name: "acj-tz"},
+			Spec: v1beta1.AdvancedCronJobSpec{
+				Schedule: fmt.Sprintf("%d %d * * *", at.Minute(), at.Hour()), TimeZone: ptr.To("Asia/Tokyo"),
+				Template: v1beta1.CronJobTemplate{JobTemplate: &batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: acjPodSpec(f)}}}},
+			},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		require.Empty(t, runsOf(ctx, t, f, "acj-tz"), "no run before the minute")
+		waitScheduled(t, "acj-tz")
+		// A little past the slot, nothing more may come (the next is a
+		// day away): exactly one run, for that minute.
+		err = framework.WaitFor(ctx, acjTimeout, func(context.Context) (bool, error) { return time.Since(at) > 10*time.Second, nil })
+		require.NoError(t, err)
+		runs := runsOf(ctx, t, f, "acj-tz")
+		require.Len(t, runs, 1, "exactly one run")
+		require.Equal(t, at.UTC().Format(time.RFC3339), runs[0].Annotations[wellknown.AnnotationScheduledAt], "scheduled at %s Tokyo time", at.Format("15:04"))
+		require.False(t, runs[0].CreationTimestamp.Time.Before(at), "not created before its minute")
+	})
+
+	// Issue 24: Forbid skips a run while the last one still goes; Replace
+	// stops it and starts the new one.
+	for _, tc := range []struct {
+		policy v1beta1.ConcurrencyPolicy
+		name   string
+	}{{v1beta1.ForbidConcurrent, "acj-forbid"}, {v1beta1.ReplaceConcurrent, "acj-replace"}} {
+		t.Run("concurrencyPolicy "+string(tc.policy), func(t *testing.T) {
+			t.Parallel()
+			long := acjPodSpec(f)
+			long.Containers[0].Args = []string{"sleep", "60s"}
+			_, err := cronJobs.Create(ctx, &v1beta1.AdvancedCronJob{
+				ObjectMeta: metav1.ObjectMeta{Name: tc.name},
+				Spec: v1beta1.AdvancedCronJobSpec{Schedule: "@every 3s", ConcurrencyPolicy: tc.policy,
+					Template: v1beta1.CronJobTemplate{JobTemplate: &batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: long}}}}},
+			}, metav1.CreateOptions{})
+			require.NoError(t, err)
+			waitScheduled(t, tc.name)
+			first := runsOf(ctx, t, f, tc.name)
+			require.NotEmpty(t, first)
+			// Four slots later: Forbid kept the first run alone; Replace
+			// has replaced it, and never ran two at once.
+			seen := map[string]bool{}
+			err = framework.WaitFor(ctx, acjTimeout, func(ctx context.Context) (bool, error) {
+				live := 0
+				for _, j := range runsOf(ctx, t, f, tc.name) {
+					seen[j.Name] = true
+					if j.DeletionTimestamp == nil {
+						live++
+					}
+				}
+				require.LessOrEqual(t, live, 1, "at most one run at a time under %s", tc.policy)
+				return time.Since(first[0].CreationTimestamp.Time) > 12*time.Second, nil
+			})
+			require.NoError(t, err)
+			runs := runsOf(ctx, t, f, tc.name)
+			if tc.policy == v1beta1.ForbidConcurrent {
+				require.Len(t, seen, 1, "Forbid: no second run while the first goes: %v", seen)
+				require.Equal(t, first[0].UID, runs[0].UID)
+				return
+			}
+			require.Greater(t, len(seen), 1, "Replace: newer runs replaced the first: %v", seen)
+			for _, j := range runs {
+				if j.DeletionTimestamp == nil {
+					require.NotEqual(t, first[0].UID, j.UID, "the first run is replaced")
+				}
+			}
+		})
+	}
 
 	t.Run("pause and resume", func(t *testing.T) {
 		t.Parallel()
