@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/shoal-io/shoal/protocol/apis/apps/v1beta1"
@@ -309,14 +310,18 @@ func TestPodUnavailableBudgetTargetDeployment(t *testing.T) {
 	require.NoError(t, err)
 	waitPub(ctx, t, f, "one pod labelled unavailable", pubCounts{0, 1, 1, 2})
 
+	// setImage updates the pod's image, again on a conflict (the kubelet
+	// writes the pod's status meanwhile); a refusal comes back at once.
 	setImage := func(name, image string) error {
-		p, err := podsAPI.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			p, err := podsAPI.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			p.Spec.Containers[0].Image = image
+			_, err = podsAPI.Update(ctx, p, metav1.UpdateOptions{})
 			return err
-		}
-		p.Spec.Containers[0].Image = image
-		_, err = podsAPI.Update(ctx, p, metav1.UpdateOptions{})
-		return err
+		})
 	}
 	// The labelled pod counts for nothing: its update is free.
 	require.NoError(t, setImage(pods[0].Name, f.Image("testserver:latest")))
