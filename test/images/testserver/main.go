@@ -1,11 +1,13 @@
 // Command testserver is the local cluster's e2e test image and its pod
 // sandbox (pause) image: one static binary with subcommands.
 //
-//	testserver serve [--port 8080]              HTTP server for e2e tests
+//	testserver serve [--port 8080] [--reuse-port] HTTP server for e2e tests
 //	testserver pause                            sleep until SIGTERM or SIGINT
 //	testserver cri-pods [--socket S] [--watch]  print the node's pod sandboxes
 //	testserver get [--timeout 5s] URL           print the body of an HTTP GET
 //	testserver sleep DURATION                   wait (exec and lifecycle hooks)
+//	testserver poll [--interval 50ms] URL       GET URL on a fixed rate until SIGTERM, one
+//	                                            JSON line of running counts per second
 //
 // Invoked as "pause" (for example as /pause), it pauses without arguments, so
 // an image whose entrypoint is /pause is a sandbox image.
@@ -13,6 +15,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -27,7 +30,11 @@ import (
 	"time"
 )
 
-const usage = "usage: testserver serve [--port N] | pause | cri-pods [--socket PATH] [--watch] | get [--timeout D] URL | sleep DURATION | env NAME"
+// soReusePort is SO_REUSEPORT on Linux (the syscall package does not name
+// it on every architecture).
+const soReusePort = 0xf
+
+const usage = "usage: testserver serve [--port N] [--reuse-port] | pause | cri-pods [--socket PATH] [--watch] | get [--timeout D] URL | sleep DURATION | poll [--interval D] URL | env NAME"
 
 func main() {
 	cmd, args := subcommand(os.Args)
@@ -59,10 +66,11 @@ func run(ctx context.Context, cmd string, args []string, out io.Writer) error {
 	case "serve":
 		fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 		port := fs.Int("port", 8080, "TCP port to listen on")
+		reusePort := fs.Bool("reuse-port", false, "listen with SO_REUSEPORT, so that two instances (a SidecarSet hot-upgrade pair) serve one port")
 		if err := fs.Parse(args); err != nil {
 			return err
 		}
-		return serve(ctx, net.JoinHostPort("", strconv.Itoa(*port)))
+		return serve(ctx, net.JoinHostPort("", strconv.Itoa(*port)), *reusePort)
 	case "pause":
 		return pause(ctx, os.Getpid() == 1)
 	case "cri-pods":
@@ -87,6 +95,17 @@ func run(ctx context.Context, cmd string, args []string, out io.Writer) error {
 			return errors.New("get: want exactly one URL")
 		}
 		return get(ctx, fs.Arg(0), *timeout, out)
+	case "poll":
+		fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+		interval := fs.Duration("interval", 50*time.Millisecond, "time between requests")
+		timeout := fs.Duration("timeout", 2*time.Second, "a request not answered by then fails")
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		if fs.NArg() != 1 || *interval <= 0 {
+			return errors.New("poll: want exactly one URL and a positive interval")
+		}
+		return poll(ctx, fs.Arg(0), *interval, *timeout, time.Second, out)
 	case "sleep":
 		if len(args) != 1 {
 			return errors.New("sleep: want exactly one duration, e.g. 5s")
@@ -119,8 +138,9 @@ func run(ctx context.Context, cmd string, args []string, out io.Writer) error {
 	}
 }
 
-// serve answers HTTP on addr until ctx is done.
-func serve(ctx context.Context, addr string) error {
+// serve answers HTTP on addr until ctx is done; with reusePort, other
+// processes may listen on the same port.
+func serve(ctx context.Context, addr string, reusePort bool) error {
 	hostname := os.Getenv("HOSTNAME")
 	if hostname == "" {
 		var err error
@@ -128,12 +148,28 @@ func serve(ctx context.Context, addr string) error {
 			return fmt.Errorf("hostname: %w", err)
 		}
 	}
-	srv := &http.Server{Addr: addr, Handler: newHandler(hostname), ReadHeaderTimeout: 10 * time.Second}
+	var lc net.ListenConfig
+	if reusePort {
+		lc.Control = func(_, _ string, c syscall.RawConn) error {
+			var serr error
+			if err := c.Control(func(fd uintptr) {
+				serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, soReusePort, 1)
+			}); err != nil {
+				return err
+			}
+			return serr
+		}
+	}
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: newHandler(hostname), ReadHeaderTimeout: 10 * time.Second}
 	errs := make(chan error, 1)
-	go func() { errs <- srv.ListenAndServe() }()
+	go func() { errs <- srv.Serve(ln) }()
 	select {
 	case err := <-errs:
-		return fmt.Errorf("listen on %s: %w", addr, err)
+		return fmt.Errorf("serve on %s: %w", addr, err)
 	case <-ctx.Done():
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -176,4 +212,52 @@ func get(ctx context.Context, url string, timeout time.Duration, out io.Writer) 
 	}
 	_, err = io.Copy(out, resp.Body)
 	return err
+}
+
+// pollCounts are poll's running counts, printed as one JSON line.
+type pollCounts struct {
+	// OK and Failed count the requests answered 2xx, and the others.
+	OK     int `json:"ok"`
+	Failed int `json:"failed"`
+	// LastError is the error of the last failed request.
+	LastError string `json:"lastError,omitempty"`
+}
+
+// poll GETs url every interval, each on a new connection, until ctx is
+// done, and prints the running counts every report and at the end: the
+// e2e load of a service that must not drop a request (a SidecarSet hot
+// upgrade).
+func poll(ctx context.Context, url string, interval, timeout, report time.Duration, out io.Writer) error {
+	client := &http.Client{Timeout: timeout, Transport: &http.Transport{DisableKeepAlives: true}}
+	var counts pollCounts
+	enc := json.NewEncoder(out)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	flush := time.NewTicker(report)
+	defer flush.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return enc.Encode(counts)
+		case <-flush.C:
+			if err := enc.Encode(counts); err != nil {
+				return err
+			}
+		case <-tick.C:
+			resp, err := client.Get(url)
+			if err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+				if resp.StatusCode/100 != 2 {
+					err = fmt.Errorf("GET %s: %s", url, resp.Status)
+				}
+			}
+			if err != nil {
+				counts.Failed++
+				counts.LastError = err.Error()
+				continue
+			}
+			counts.OK++
+		}
+	}
 }

@@ -255,3 +255,70 @@ func TestGet(t *testing.T) {
 		})
 	}
 }
+
+// TestServeReusePort runs two servers on one port, as a SidecarSet
+// hot-upgrade pair does, and shows that the port keeps answering while
+// the first stops.
+func TestServeReusePort(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+
+	start := func() (context.CancelFunc, chan error) {
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- serve(ctx, addr, true) }()
+		return cancel, done
+	}
+	get := func() error {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err != nil {
+			return err
+		}
+		return resp.Body.Close()
+	}
+	stop1, done1 := start()
+	require.Eventually(t, func() bool { return get() == nil }, 5*time.Second, 10*time.Millisecond)
+	stop2, done2 := start()
+	stop1()
+	require.NoError(t, <-done1)
+	require.NoError(t, get(), "the second server answers once the first stopped")
+	stop2()
+	require.NoError(t, <-done2)
+}
+
+// TestPoll counts answered and failed requests until stopped.
+func TestPoll(t *testing.T) {
+	ok := httptest.NewServer(newHandler("h"))
+	defer ok.Close()
+	for _, tc := range []struct {
+		name       string
+		url        string
+		wantFailed bool
+	}{
+		{"answered", ok.URL + "/healthz", false},
+		{"refused", "http://127.0.0.1:1/", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(t.Context())
+			var out syncBuffer
+			done := make(chan error, 1)
+			go func() { done <- poll(ctx, tc.url, time.Millisecond, time.Second, 10*time.Millisecond, &out) }()
+			require.Eventually(t, func() bool { return len(out.lines()) >= 2 }, 5*time.Second, 5*time.Millisecond)
+			cancel()
+			require.NoError(t, <-done)
+			lines := out.lines()
+			var last pollCounts
+			require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &last))
+			if tc.wantFailed {
+				require.Positive(t, last.Failed)
+				require.Zero(t, last.OK)
+				require.NotEmpty(t, last.LastError)
+			} else {
+				require.Positive(t, last.OK)
+				require.Zero(t, last.Failed)
+			}
+		})
+	}
+}
