@@ -141,12 +141,14 @@ func Run(ctx context.Context, o Options) error {
 		reg.MustRegister(setup)
 	}
 	// The runtime's container events wake recreate items as soon as the
-	// kubelet starts a new instance (the poll stays as a fallback).
+	// kubelet starts a new instance, and sidecar-terminate items as soon as
+	// a Job pod's main container exits (the poll stays as a fallback).
 	events := &cri.Events{}
 	runner := work.New(store, map[string]work.Handler{
-		nodework.KindNoop:     work.Noop{},
-		nodework.KindRecreate: work.NewRecreate(rt.get, work.RecreateEvents(events)),
-		nodework.KindPull:     work.NewPull(rt.get, work.NewPullSlots(maxPulls), pullOpts...),
+		nodework.KindNoop:             work.Noop{},
+		nodework.KindRecreate:         work.NewRecreate(rt.get, work.RecreateEvents(events)),
+		nodework.KindPull:             work.NewPull(rt.get, work.NewPullSlots(maxPulls), pullOpts...),
+		nodework.KindSidecarTerminate: work.NewSidecarTerminate(rt.get, work.SidecarTerminateEvents(events)),
 	}, log)
 	reg.MustRegister(runner)
 

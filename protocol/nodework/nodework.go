@@ -47,6 +47,9 @@ const (
 	KindRecreate = "recreate"
 	// KindPull makes an image present on the node (ImagePullJob).
 	KindPull = "pull"
+	// KindSidecarTerminate stops a Job pod's sidecar containers once its
+	// main containers have finished (the Job sidecar terminator).
+	KindSidecarTerminate = "sidecar-terminate"
 )
 
 // SameSpec reports whether two work items are the same work: equal in
@@ -60,7 +63,7 @@ func SameSpec(a, b *nodeworkv1.WorkItem) bool {
 
 // KnownKind reports whether this build knows the work kind.
 func KnownKind(kind string) bool {
-	return kind == KindNoop || kind == KindRecreate || kind == KindPull
+	return kind == KindNoop || kind == KindRecreate || kind == KindPull || kind == KindSidecarTerminate
 }
 
 // ErrProtocol marks a message that breaks the protocol. The receiver logs
@@ -81,6 +84,8 @@ func KindOf(item *nodeworkv1.WorkItem) string {
 		return KindRecreate
 	case *nodeworkv1.WorkItem_Pull:
 		return KindPull
+	case *nodeworkv1.WorkItem_SidecarTerminate:
+		return KindSidecarTerminate
 	default:
 		return ""
 	}
@@ -205,6 +210,9 @@ func validateReport(r *nodeworkv1.WorkReport) error {
 	if s := r.GetPull(); s != nil {
 		return validatePullStatus("report.pull", s)
 	}
+	if s := r.GetSidecarTerminate(); s != nil {
+		return validateSidecarTerminateStatus("report.sidecarTerminate", s)
+	}
 	return nil
 }
 
@@ -280,6 +288,9 @@ func ValidateWorkItem(path string, it *nodeworkv1.WorkItem) error {
 	}
 	if p := it.GetPull(); p != nil {
 		return validatePullSpec(path+".pull", p)
+	}
+	if s := it.GetSidecarTerminate(); s != nil {
+		return validateSidecarTerminateSpec(path+".sidecarTerminate", s)
 	}
 	return nil
 }

@@ -159,6 +159,125 @@ func (RecreatePhase) EnumDescriptor() ([]byte, []int) {
 	return file_v1_nodework_proto_rawDescGZIP(), []int{1}
 }
 
+// JobRestartPolicy is the restartPolicy of a Job pod.
+type JobRestartPolicy int32
+
+const (
+	// JOB_RESTART_POLICY_UNSPECIFIED is never sent.
+	JobRestartPolicy_JOB_RESTART_POLICY_UNSPECIFIED JobRestartPolicy = 0
+	// JOB_RESTART_POLICY_NEVER: containers are never restarted.
+	JobRestartPolicy_JOB_RESTART_POLICY_NEVER JobRestartPolicy = 1
+	// JOB_RESTART_POLICY_ON_FAILURE: containers that exit non-zero are
+	// restarted.
+	JobRestartPolicy_JOB_RESTART_POLICY_ON_FAILURE JobRestartPolicy = 2
+)
+
+// Enum value maps for JobRestartPolicy.
+var (
+	JobRestartPolicy_name = map[int32]string{
+		0: "JOB_RESTART_POLICY_UNSPECIFIED",
+		1: "JOB_RESTART_POLICY_NEVER",
+		2: "JOB_RESTART_POLICY_ON_FAILURE",
+	}
+	JobRestartPolicy_value = map[string]int32{
+		"JOB_RESTART_POLICY_UNSPECIFIED": 0,
+		"JOB_RESTART_POLICY_NEVER":       1,
+		"JOB_RESTART_POLICY_ON_FAILURE":  2,
+	}
+)
+
+func (x JobRestartPolicy) Enum() *JobRestartPolicy {
+	p := new(JobRestartPolicy)
+	*p = x
+	return p
+}
+
+func (x JobRestartPolicy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (JobRestartPolicy) Descriptor() protoreflect.EnumDescriptor {
+	return file_v1_nodework_proto_enumTypes[2].Descriptor()
+}
+
+func (JobRestartPolicy) Type() protoreflect.EnumType {
+	return &file_v1_nodework_proto_enumTypes[2]
+}
+
+func (x JobRestartPolicy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use JobRestartPolicy.Descriptor instead.
+func (JobRestartPolicy) EnumDescriptor() ([]byte, []int) {
+	return file_v1_nodework_proto_rawDescGZIP(), []int{2}
+}
+
+// SidecarTerminateStage is where a sidecar-terminate item stands.
+type SidecarTerminateStage int32
+
+const (
+	// SIDECAR_TERMINATE_STAGE_UNSPECIFIED is never sent.
+	SidecarTerminateStage_SIDECAR_TERMINATE_STAGE_UNSPECIFIED SidecarTerminateStage = 0
+	// SIDECAR_TERMINATE_STAGE_WAITING_MAINS: main containers still run (or
+	// have not all finished as the restart policy requires).
+	SidecarTerminateStage_SIDECAR_TERMINATE_STAGE_WAITING_MAINS SidecarTerminateStage = 1
+	// SIDECAR_TERMINATE_STAGE_STOPPING: the main containers have finished;
+	// sidecars are being stopped.
+	SidecarTerminateStage_SIDECAR_TERMINATE_STAGE_STOPPING SidecarTerminateStage = 2
+	// SIDECAR_TERMINATE_STAGE_AWAITING_GO_AHEAD: the main containers have
+	// finished and every sidecar but the ignore-exit-code ones has exited;
+	// those wait for stop_ignore_exit_code.
+	SidecarTerminateStage_SIDECAR_TERMINATE_STAGE_AWAITING_GO_AHEAD SidecarTerminateStage = 3
+	// SIDECAR_TERMINATE_STAGE_DONE: every sidecar has exited.
+	SidecarTerminateStage_SIDECAR_TERMINATE_STAGE_DONE SidecarTerminateStage = 4
+)
+
+// Enum value maps for SidecarTerminateStage.
+var (
+	SidecarTerminateStage_name = map[int32]string{
+		0: "SIDECAR_TERMINATE_STAGE_UNSPECIFIED",
+		1: "SIDECAR_TERMINATE_STAGE_WAITING_MAINS",
+		2: "SIDECAR_TERMINATE_STAGE_STOPPING",
+		3: "SIDECAR_TERMINATE_STAGE_AWAITING_GO_AHEAD",
+		4: "SIDECAR_TERMINATE_STAGE_DONE",
+	}
+	SidecarTerminateStage_value = map[string]int32{
+		"SIDECAR_TERMINATE_STAGE_UNSPECIFIED":       0,
+		"SIDECAR_TERMINATE_STAGE_WAITING_MAINS":     1,
+		"SIDECAR_TERMINATE_STAGE_STOPPING":          2,
+		"SIDECAR_TERMINATE_STAGE_AWAITING_GO_AHEAD": 3,
+		"SIDECAR_TERMINATE_STAGE_DONE":              4,
+	}
+)
+
+func (x SidecarTerminateStage) Enum() *SidecarTerminateStage {
+	p := new(SidecarTerminateStage)
+	*p = x
+	return p
+}
+
+func (x SidecarTerminateStage) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SidecarTerminateStage) Descriptor() protoreflect.EnumDescriptor {
+	return file_v1_nodework_proto_enumTypes[3].Descriptor()
+}
+
+func (SidecarTerminateStage) Type() protoreflect.EnumType {
+	return &file_v1_nodework_proto_enumTypes[3]
+}
+
+func (x SidecarTerminateStage) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SidecarTerminateStage.Descriptor instead.
+func (SidecarTerminateStage) EnumDescriptor() ([]byte, []int) {
+	return file_v1_nodework_proto_rawDescGZIP(), []int{3}
+}
+
 // AgentMessage is everything an agent sends on the stream.
 type AgentMessage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -924,6 +1043,7 @@ type WorkItem struct {
 	//	*WorkItem_Noop
 	//	*WorkItem_Recreate
 	//	*WorkItem_Pull
+	//	*WorkItem_SidecarTerminate
 	Spec          isWorkItem_Spec `protobuf_oneof:"spec"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1014,6 +1134,15 @@ func (x *WorkItem) GetPull() *PullSpec {
 	return nil
 }
 
+func (x *WorkItem) GetSidecarTerminate() *SidecarTerminateSpec {
+	if x != nil {
+		if x, ok := x.Spec.(*WorkItem_SidecarTerminate); ok {
+			return x.SidecarTerminate
+		}
+	}
+	return nil
+}
+
 type isWorkItem_Spec interface {
 	isWorkItem_Spec()
 }
@@ -1036,11 +1165,19 @@ type WorkItem_Pull struct {
 	Pull *PullSpec `protobuf:"bytes,12,opt,name=pull,proto3,oneof"`
 }
 
+type WorkItem_SidecarTerminate struct {
+	// sidecar_terminate stops the sidecar containers of one Job pod once
+	// its main containers have finished (the Job sidecar terminator).
+	SidecarTerminate *SidecarTerminateSpec `protobuf:"bytes,13,opt,name=sidecar_terminate,json=sidecarTerminate,proto3,oneof"`
+}
+
 func (*WorkItem_Noop) isWorkItem_Spec() {}
 
 func (*WorkItem_Recreate) isWorkItem_Spec() {}
 
 func (*WorkItem_Pull) isWorkItem_Spec() {}
+
+func (*WorkItem_SidecarTerminate) isWorkItem_Spec() {}
 
 // NoopSpec is the spec of the test-only noop kind.
 type NoopSpec struct {
@@ -1713,6 +1850,7 @@ type WorkReport struct {
 	//	*WorkReport_Noop
 	//	*WorkReport_Recreate
 	//	*WorkReport_Pull
+	//	*WorkReport_SidecarTerminate
 	Status        isWorkReport_Status `protobuf_oneof:"status"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1824,6 +1962,15 @@ func (x *WorkReport) GetPull() *PullStatus {
 	return nil
 }
 
+func (x *WorkReport) GetSidecarTerminate() *SidecarTerminateStatus {
+	if x != nil {
+		if x, ok := x.Status.(*WorkReport_SidecarTerminate); ok {
+			return x.SidecarTerminate
+		}
+	}
+	return nil
+}
+
 type isWorkReport_Status interface {
 	isWorkReport_Status()
 }
@@ -1843,11 +1990,18 @@ type WorkReport_Pull struct {
 	Pull *PullStatus `protobuf:"bytes,12,opt,name=pull,proto3,oneof"`
 }
 
+type WorkReport_SidecarTerminate struct {
+	// sidecar_terminate is the state of a sidecar-terminate item.
+	SidecarTerminate *SidecarTerminateStatus `protobuf:"bytes,13,opt,name=sidecar_terminate,json=sidecarTerminate,proto3,oneof"`
+}
+
 func (*WorkReport_Noop) isWorkReport_Status() {}
 
 func (*WorkReport_Recreate) isWorkReport_Status() {}
 
 func (*WorkReport_Pull) isWorkReport_Status() {}
+
+func (*WorkReport_SidecarTerminate) isWorkReport_Status() {}
 
 // NoopStatus is the state of a noop work item.
 type NoopStatus struct {
@@ -2388,6 +2542,361 @@ func (x *PullStatus) GetShared() bool {
 	return false
 }
 
+// SidecarTerminateSpec asks the agent to watch the main containers of one
+// Job pod through the CRI and, once they have finished as the pod's
+// restart policy requires, to stop its sidecar containers (CRI
+// StopContainer with the pod's grace period), so that the pod can
+// complete. Work item id: "sidecar-terminate/<namespace>/<pod name>".
+// Report phases: RUNNING while it watches and stops, SUCCEEDED once every
+// sidecar has exited, FAILED when a sidecar cannot be stopped (the message
+// says why).
+type SidecarTerminateSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// pod_namespace, pod_name and pod_uid name the pod. The agent finds its
+	// containers by the kubelet's pod-UID label and never touches a
+	// container of another UID.
+	PodNamespace string `protobuf:"bytes,1,opt,name=pod_namespace,json=podNamespace,proto3" json:"pod_namespace,omitempty"`
+	PodName      string `protobuf:"bytes,2,opt,name=pod_name,json=podName,proto3" json:"pod_name,omitempty"`
+	PodUid       string `protobuf:"bytes,3,opt,name=pod_uid,json=podUid,proto3" json:"pod_uid,omitempty"`
+	// main_containers are the pod's containers that are not sidecars (at
+	// most 64).
+	MainContainers []string `protobuf:"bytes,4,rep,name=main_containers,json=mainContainers,proto3" json:"main_containers,omitempty"`
+	// sidecar_containers are stopped as soon as the main containers have
+	// finished (env KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT=true).
+	SidecarContainers []string `protobuf:"bytes,5,rep,name=sidecar_containers,json=sidecarContainers,proto3" json:"sidecar_containers,omitempty"`
+	// ignore_exit_code_containers are sidecars whose exit code must not
+	// decide the pod's phase (KRUISE_TERMINATE_SIDECAR_IGNORE_EXIT_CODE=true
+	// as well). The agent stops them only once stop_ignore_exit_code is set:
+	// the coordinator sets the pod's phase first. Sidecars of both lists
+	// together: 1..64, every name of the three lists unique.
+	IgnoreExitCodeContainers []string `protobuf:"bytes,6,rep,name=ignore_exit_code_containers,json=ignoreExitCodeContainers,proto3" json:"ignore_exit_code_containers,omitempty"`
+	// restart_policy is the pod's restartPolicy. NEVER: the main containers
+	// have finished when every one has exited; ON_FAILURE: when every one has
+	// exited with code 0.
+	RestartPolicy JobRestartPolicy `protobuf:"varint,7,opt,name=restart_policy,json=restartPolicy,proto3,enum=shoal.nodework.v1.JobRestartPolicy" json:"restart_policy,omitempty"`
+	// termination_grace_seconds is how long a sidecar has to exit after the
+	// stop signal before it is killed (the pod's
+	// terminationGracePeriodSeconds, 0..86400).
+	TerminationGraceSeconds int64 `protobuf:"varint,8,opt,name=termination_grace_seconds,json=terminationGraceSeconds,proto3" json:"termination_grace_seconds,omitempty"`
+	// stop_ignore_exit_code is the coordinator's go-ahead to stop the
+	// ignore_exit_code_containers: it has set the pod's phase (and the
+	// SidecarTerminated condition), and sees the change in the API.
+	StopIgnoreExitCode bool `protobuf:"varint,9,opt,name=stop_ignore_exit_code,json=stopIgnoreExitCode,proto3" json:"stop_ignore_exit_code,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *SidecarTerminateSpec) Reset() {
+	*x = SidecarTerminateSpec{}
+	mi := &file_v1_nodework_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SidecarTerminateSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SidecarTerminateSpec) ProtoMessage() {}
+
+func (x *SidecarTerminateSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_v1_nodework_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SidecarTerminateSpec.ProtoReflect.Descriptor instead.
+func (*SidecarTerminateSpec) Descriptor() ([]byte, []int) {
+	return file_v1_nodework_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *SidecarTerminateSpec) GetPodNamespace() string {
+	if x != nil {
+		return x.PodNamespace
+	}
+	return ""
+}
+
+func (x *SidecarTerminateSpec) GetPodName() string {
+	if x != nil {
+		return x.PodName
+	}
+	return ""
+}
+
+func (x *SidecarTerminateSpec) GetPodUid() string {
+	if x != nil {
+		return x.PodUid
+	}
+	return ""
+}
+
+func (x *SidecarTerminateSpec) GetMainContainers() []string {
+	if x != nil {
+		return x.MainContainers
+	}
+	return nil
+}
+
+func (x *SidecarTerminateSpec) GetSidecarContainers() []string {
+	if x != nil {
+		return x.SidecarContainers
+	}
+	return nil
+}
+
+func (x *SidecarTerminateSpec) GetIgnoreExitCodeContainers() []string {
+	if x != nil {
+		return x.IgnoreExitCodeContainers
+	}
+	return nil
+}
+
+func (x *SidecarTerminateSpec) GetRestartPolicy() JobRestartPolicy {
+	if x != nil {
+		return x.RestartPolicy
+	}
+	return JobRestartPolicy_JOB_RESTART_POLICY_UNSPECIFIED
+}
+
+func (x *SidecarTerminateSpec) GetTerminationGraceSeconds() int64 {
+	if x != nil {
+		return x.TerminationGraceSeconds
+	}
+	return 0
+}
+
+func (x *SidecarTerminateSpec) GetStopIgnoreExitCode() bool {
+	if x != nil {
+		return x.StopIgnoreExitCode
+	}
+	return false
+}
+
+// SidecarTerminateStatus is the state of a sidecar-terminate item.
+type SidecarTerminateStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// pod_uid echoes the spec's pod, so that a report is never taken for a
+	// later pod of the same name.
+	PodUid string `protobuf:"bytes,1,opt,name=pod_uid,json=podUid,proto3" json:"pod_uid,omitempty"`
+	// stage is where the item stands.
+	Stage SidecarTerminateStage `protobuf:"varint,2,opt,name=stage,proto3,enum=shoal.nodework.v1.SidecarTerminateStage" json:"stage,omitempty"`
+	// mains are the main containers, in the spec's order.
+	Mains []*SidecarTerminateContainerState `protobuf:"bytes,3,rep,name=mains,proto3" json:"mains,omitempty"`
+	// sidecars are the sidecar containers: sidecar_containers, then
+	// ignore_exit_code_containers, in the spec's order.
+	Sidecars []*SidecarTerminateContainerState `protobuf:"bytes,4,rep,name=sidecars,proto3" json:"sidecars,omitempty"`
+	// mains_finished_unix_nanos is when the last main container exited, as
+	// the runtime recorded it (0 until the main containers have finished).
+	MainsFinishedUnixNanos int64 `protobuf:"varint,5,opt,name=mains_finished_unix_nanos,json=mainsFinishedUnixNanos,proto3" json:"mains_finished_unix_nanos,omitempty"`
+	// stop_delay_millis is how long after the last main container exited
+	// the agent asked the runtime to stop the first sidecar (node clock; 0
+	// until it did).
+	StopDelayMillis int64 `protobuf:"varint,6,opt,name=stop_delay_millis,json=stopDelayMillis,proto3" json:"stop_delay_millis,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *SidecarTerminateStatus) Reset() {
+	*x = SidecarTerminateStatus{}
+	mi := &file_v1_nodework_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SidecarTerminateStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SidecarTerminateStatus) ProtoMessage() {}
+
+func (x *SidecarTerminateStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_v1_nodework_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SidecarTerminateStatus.ProtoReflect.Descriptor instead.
+func (*SidecarTerminateStatus) Descriptor() ([]byte, []int) {
+	return file_v1_nodework_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *SidecarTerminateStatus) GetPodUid() string {
+	if x != nil {
+		return x.PodUid
+	}
+	return ""
+}
+
+func (x *SidecarTerminateStatus) GetStage() SidecarTerminateStage {
+	if x != nil {
+		return x.Stage
+	}
+	return SidecarTerminateStage_SIDECAR_TERMINATE_STAGE_UNSPECIFIED
+}
+
+func (x *SidecarTerminateStatus) GetMains() []*SidecarTerminateContainerState {
+	if x != nil {
+		return x.Mains
+	}
+	return nil
+}
+
+func (x *SidecarTerminateStatus) GetSidecars() []*SidecarTerminateContainerState {
+	if x != nil {
+		return x.Sidecars
+	}
+	return nil
+}
+
+func (x *SidecarTerminateStatus) GetMainsFinishedUnixNanos() int64 {
+	if x != nil {
+		return x.MainsFinishedUnixNanos
+	}
+	return 0
+}
+
+func (x *SidecarTerminateStatus) GetStopDelayMillis() int64 {
+	if x != nil {
+		return x.StopDelayMillis
+	}
+	return 0
+}
+
+// SidecarTerminateContainerState is one container of a sidecar-terminate
+// item as the runtime last showed its latest instance.
+type SidecarTerminateContainerState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the container's name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// container_id is the CRI id of its latest instance ("" when the runtime
+	// has none yet).
+	ContainerId string `protobuf:"bytes,2,opt,name=container_id,json=containerId,proto3" json:"container_id,omitempty"`
+	// running and exited tell the instance's state (neither: created, unknown
+	// or not there yet).
+	Running bool `protobuf:"varint,3,opt,name=running,proto3" json:"running,omitempty"`
+	Exited  bool `protobuf:"varint,4,opt,name=exited,proto3" json:"exited,omitempty"`
+	// exit_code is the exit code of an exited instance.
+	ExitCode int32 `protobuf:"varint,5,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
+	// finished_unix_nanos is when an exited instance exited (runtime clock).
+	FinishedUnixNanos int64 `protobuf:"varint,6,opt,name=finished_unix_nanos,json=finishedUnixNanos,proto3" json:"finished_unix_nanos,omitempty"`
+	// stops counts the instances of this sidecar the agent stopped (a
+	// sidecar that exits non-zero under ON_FAILURE is restarted by the
+	// kubelet and stopped again).
+	Stops int32 `protobuf:"varint,7,opt,name=stops,proto3" json:"stops,omitempty"`
+	// stop_millis is how long the agent's last StopContainer of it took.
+	StopMillis int64 `protobuf:"varint,8,opt,name=stop_millis,json=stopMillis,proto3" json:"stop_millis,omitempty"`
+	// message says what is happening to it (at most 1024 bytes).
+	Message       string `protobuf:"bytes,9,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SidecarTerminateContainerState) Reset() {
+	*x = SidecarTerminateContainerState{}
+	mi := &file_v1_nodework_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SidecarTerminateContainerState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SidecarTerminateContainerState) ProtoMessage() {}
+
+func (x *SidecarTerminateContainerState) ProtoReflect() protoreflect.Message {
+	mi := &file_v1_nodework_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SidecarTerminateContainerState.ProtoReflect.Descriptor instead.
+func (*SidecarTerminateContainerState) Descriptor() ([]byte, []int) {
+	return file_v1_nodework_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *SidecarTerminateContainerState) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SidecarTerminateContainerState) GetContainerId() string {
+	if x != nil {
+		return x.ContainerId
+	}
+	return ""
+}
+
+func (x *SidecarTerminateContainerState) GetRunning() bool {
+	if x != nil {
+		return x.Running
+	}
+	return false
+}
+
+func (x *SidecarTerminateContainerState) GetExited() bool {
+	if x != nil {
+		return x.Exited
+	}
+	return false
+}
+
+func (x *SidecarTerminateContainerState) GetExitCode() int32 {
+	if x != nil {
+		return x.ExitCode
+	}
+	return 0
+}
+
+func (x *SidecarTerminateContainerState) GetFinishedUnixNanos() int64 {
+	if x != nil {
+		return x.FinishedUnixNanos
+	}
+	return 0
+}
+
+func (x *SidecarTerminateContainerState) GetStops() int32 {
+	if x != nil {
+		return x.Stops
+	}
+	return 0
+}
+
+func (x *SidecarTerminateContainerState) GetStopMillis() int64 {
+	if x != nil {
+		return x.StopMillis
+	}
+	return 0
+}
+
+func (x *SidecarTerminateContainerState) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 var File_v1_nodework_proto protoreflect.FileDescriptor
 
 const file_v1_nodework_proto_rawDesc = "" +
@@ -2440,7 +2949,7 @@ const file_v1_nodework_proto_rawDesc = "" +
 	"\x05items\x18\x01 \x03(\v2\x1b.shoal.nodework.v1.WorkItemR\x05items\"\x1c\n" +
 	"\n" +
 	"WorkRemove\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\xfb\x01\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\xd3\x02\n" +
 	"\bWorkItem\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1e\n" +
 	"\n" +
@@ -2450,7 +2959,8 @@ const file_v1_nodework_proto_rawDesc = "" +
 	"\x04noop\x18\n" +
 	" \x01(\v2\x1b.shoal.nodework.v1.NoopSpecH\x00R\x04noop\x12=\n" +
 	"\brecreate\x18\v \x01(\v2\x1f.shoal.nodework.v1.RecreateSpecH\x00R\brecreate\x121\n" +
-	"\x04pull\x18\f \x01(\v2\x1b.shoal.nodework.v1.PullSpecH\x00R\x04pullB\x06\n" +
+	"\x04pull\x18\f \x01(\v2\x1b.shoal.nodework.v1.PullSpecH\x00R\x04pull\x12V\n" +
+	"\x11sidecar_terminate\x18\r \x01(\v2'.shoal.nodework.v1.SidecarTerminateSpecH\x00R\x10sidecarTerminateB\x06\n" +
 	"\x04spec\"A\n" +
 	"\bNoopSpec\x12\x14\n" +
 	"\x05steps\x18\x01 \x01(\rR\x05steps\x12\x1f\n" +
@@ -2502,7 +3012,7 @@ const file_v1_nodework_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\"'\n" +
 	"\vSleepAction\x12\x18\n" +
-	"\aseconds\x18\x01 \x01(\x03R\aseconds\"\x8e\x03\n" +
+	"\aseconds\x18\x01 \x01(\x03R\aseconds\"\xe8\x03\n" +
 	"\n" +
 	"WorkReport\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12/\n" +
@@ -2514,7 +3024,8 @@ const file_v1_nodework_proto_rawDesc = "" +
 	"\x04noop\x18\n" +
 	" \x01(\v2\x1d.shoal.nodework.v1.NoopStatusH\x00R\x04noop\x12?\n" +
 	"\brecreate\x18\v \x01(\v2!.shoal.nodework.v1.RecreateStatusH\x00R\brecreate\x123\n" +
-	"\x04pull\x18\f \x01(\v2\x1d.shoal.nodework.v1.PullStatusH\x00R\x04pullB\b\n" +
+	"\x04pull\x18\f \x01(\v2\x1d.shoal.nodework.v1.PullStatusH\x00R\x04pull\x12X\n" +
+	"\x11sidecar_terminate\x18\r \x01(\v2).shoal.nodework.v1.SidecarTerminateStatusH\x00R\x10sidecarTerminateB\b\n" +
 	"\x06status\"C\n" +
 	"\n" +
 	"NoopStatus\x12\x1d\n" +
@@ -2569,7 +3080,35 @@ const file_v1_nodework_proto_rawDesc = "" +
 	"\apresent\x18\x05 \x01(\bR\apresent\x12\x1f\n" +
 	"\vpull_millis\x18\x06 \x01(\x03R\n" +
 	"pullMillis\x12\x16\n" +
-	"\x06shared\x18\a \x01(\bR\x06shared*\x82\x01\n" +
+	"\x06shared\x18\a \x01(\bR\x06shared\"\xc1\x03\n" +
+	"\x14SidecarTerminateSpec\x12#\n" +
+	"\rpod_namespace\x18\x01 \x01(\tR\fpodNamespace\x12\x19\n" +
+	"\bpod_name\x18\x02 \x01(\tR\apodName\x12\x17\n" +
+	"\apod_uid\x18\x03 \x01(\tR\x06podUid\x12'\n" +
+	"\x0fmain_containers\x18\x04 \x03(\tR\x0emainContainers\x12-\n" +
+	"\x12sidecar_containers\x18\x05 \x03(\tR\x11sidecarContainers\x12=\n" +
+	"\x1bignore_exit_code_containers\x18\x06 \x03(\tR\x18ignoreExitCodeContainers\x12J\n" +
+	"\x0erestart_policy\x18\a \x01(\x0e2#.shoal.nodework.v1.JobRestartPolicyR\rrestartPolicy\x12:\n" +
+	"\x19termination_grace_seconds\x18\b \x01(\x03R\x17terminationGraceSeconds\x121\n" +
+	"\x15stop_ignore_exit_code\x18\t \x01(\bR\x12stopIgnoreExitCode\"\xf0\x02\n" +
+	"\x16SidecarTerminateStatus\x12\x17\n" +
+	"\apod_uid\x18\x01 \x01(\tR\x06podUid\x12>\n" +
+	"\x05stage\x18\x02 \x01(\x0e2(.shoal.nodework.v1.SidecarTerminateStageR\x05stage\x12G\n" +
+	"\x05mains\x18\x03 \x03(\v21.shoal.nodework.v1.SidecarTerminateContainerStateR\x05mains\x12M\n" +
+	"\bsidecars\x18\x04 \x03(\v21.shoal.nodework.v1.SidecarTerminateContainerStateR\bsidecars\x129\n" +
+	"\x19mains_finished_unix_nanos\x18\x05 \x01(\x03R\x16mainsFinishedUnixNanos\x12*\n" +
+	"\x11stop_delay_millis\x18\x06 \x01(\x03R\x0fstopDelayMillis\"\xa7\x02\n" +
+	"\x1eSidecarTerminateContainerState\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
+	"\fcontainer_id\x18\x02 \x01(\tR\vcontainerId\x12\x18\n" +
+	"\arunning\x18\x03 \x01(\bR\arunning\x12\x16\n" +
+	"\x06exited\x18\x04 \x01(\bR\x06exited\x12\x1b\n" +
+	"\texit_code\x18\x05 \x01(\x05R\bexitCode\x12.\n" +
+	"\x13finished_unix_nanos\x18\x06 \x01(\x03R\x11finishedUnixNanos\x12\x14\n" +
+	"\x05stops\x18\a \x01(\x05R\x05stops\x12\x1f\n" +
+	"\vstop_millis\x18\b \x01(\x03R\n" +
+	"stopMillis\x12\x18\n" +
+	"\amessage\x18\t \x01(\tR\amessage*\x82\x01\n" +
 	"\x05Phase\x12\x15\n" +
 	"\x11PHASE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rPHASE_PENDING\x10\x01\x12\x11\n" +
@@ -2582,7 +3121,17 @@ const file_v1_nodework_proto_rawDesc = "" +
 	"\x16RECREATE_PHASE_PENDING\x10\x01\x12\x1d\n" +
 	"\x19RECREATE_PHASE_RECREATING\x10\x02\x12\x1c\n" +
 	"\x18RECREATE_PHASE_SUCCEEDED\x10\x03\x12\x19\n" +
-	"\x15RECREATE_PHASE_FAILED\x10\x042a\n" +
+	"\x15RECREATE_PHASE_FAILED\x10\x04*w\n" +
+	"\x10JobRestartPolicy\x12\"\n" +
+	"\x1eJOB_RESTART_POLICY_UNSPECIFIED\x10\x00\x12\x1c\n" +
+	"\x18JOB_RESTART_POLICY_NEVER\x10\x01\x12!\n" +
+	"\x1dJOB_RESTART_POLICY_ON_FAILURE\x10\x02*\xe2\x01\n" +
+	"\x15SidecarTerminateStage\x12'\n" +
+	"#SIDECAR_TERMINATE_STAGE_UNSPECIFIED\x10\x00\x12)\n" +
+	"%SIDECAR_TERMINATE_STAGE_WAITING_MAINS\x10\x01\x12$\n" +
+	" SIDECAR_TERMINATE_STAGE_STOPPING\x10\x02\x12-\n" +
+	")SIDECAR_TERMINATE_STAGE_AWAITING_GO_AHEAD\x10\x03\x12 \n" +
+	"\x1cSIDECAR_TERMINATE_STAGE_DONE\x10\x042a\n" +
 	"\bNodeWork\x12U\n" +
 	"\aConnect\x12\x1f.shoal.nodework.v1.AgentMessage\x1a%.shoal.nodework.v1.CoordinatorMessage(\x010\x01B;Z9github.com/shoal-io/shoal/protocol/nodework/v1;nodeworkv1b\x06proto3"
 
@@ -2598,81 +3147,92 @@ func file_v1_nodework_proto_rawDescGZIP() []byte {
 	return file_v1_nodework_proto_rawDescData
 }
 
-var file_v1_nodework_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_v1_nodework_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_v1_nodework_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_v1_nodework_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_v1_nodework_proto_goTypes = []any{
-	(Phase)(0),                     // 0: shoal.nodework.v1.Phase
-	(RecreatePhase)(0),             // 1: shoal.nodework.v1.RecreatePhase
-	(*AgentMessage)(nil),           // 2: shoal.nodework.v1.AgentMessage
-	(*CoordinatorMessage)(nil),     // 3: shoal.nodework.v1.CoordinatorMessage
-	(*Hello)(nil),                  // 4: shoal.nodework.v1.Hello
-	(*Capabilities)(nil),           // 5: shoal.nodework.v1.Capabilities
-	(*Welcome)(nil),                // 6: shoal.nodework.v1.Welcome
-	(*Peers)(nil),                  // 7: shoal.nodework.v1.Peers
-	(*Peer)(nil),                   // 8: shoal.nodework.v1.Peer
-	(*WorkRef)(nil),                // 9: shoal.nodework.v1.WorkRef
-	(*WorkSync)(nil),               // 10: shoal.nodework.v1.WorkSync
-	(*WorkRemove)(nil),             // 11: shoal.nodework.v1.WorkRemove
-	(*WorkItem)(nil),               // 12: shoal.nodework.v1.WorkItem
-	(*NoopSpec)(nil),               // 13: shoal.nodework.v1.NoopSpec
-	(*RecreateSpec)(nil),           // 14: shoal.nodework.v1.RecreateSpec
-	(*RecreateContainer)(nil),      // 15: shoal.nodework.v1.RecreateContainer
-	(*PreStopHook)(nil),            // 16: shoal.nodework.v1.PreStopHook
-	(*ExecAction)(nil),             // 17: shoal.nodework.v1.ExecAction
-	(*HTTPGetAction)(nil),          // 18: shoal.nodework.v1.HTTPGetAction
-	(*HTTPHeader)(nil),             // 19: shoal.nodework.v1.HTTPHeader
-	(*SleepAction)(nil),            // 20: shoal.nodework.v1.SleepAction
-	(*WorkReport)(nil),             // 21: shoal.nodework.v1.WorkReport
-	(*NoopStatus)(nil),             // 22: shoal.nodework.v1.NoopStatus
-	(*RecreateStatus)(nil),         // 23: shoal.nodework.v1.RecreateStatus
-	(*RecreateContainerState)(nil), // 24: shoal.nodework.v1.RecreateContainerState
-	(*PullSpec)(nil),               // 25: shoal.nodework.v1.PullSpec
-	(*RegistryAuth)(nil),           // 26: shoal.nodework.v1.RegistryAuth
-	(*PullStatus)(nil),             // 27: shoal.nodework.v1.PullStatus
-	nil,                            // 28: shoal.nodework.v1.RecreateContainer.ExpectedEnvEntry
-	nil,                            // 29: shoal.nodework.v1.PullSpec.SandboxLabelsEntry
-	nil,                            // 30: shoal.nodework.v1.PullSpec.SandboxAnnotationsEntry
+	(Phase)(0),                             // 0: shoal.nodework.v1.Phase
+	(RecreatePhase)(0),                     // 1: shoal.nodework.v1.RecreatePhase
+	(JobRestartPolicy)(0),                  // 2: shoal.nodework.v1.JobRestartPolicy
+	(SidecarTerminateStage)(0),             // 3: shoal.nodework.v1.SidecarTerminateStage
+	(*AgentMessage)(nil),                   // 4: shoal.nodework.v1.AgentMessage
+	(*CoordinatorMessage)(nil),             // 5: shoal.nodework.v1.CoordinatorMessage
+	(*Hello)(nil),                          // 6: shoal.nodework.v1.Hello
+	(*Capabilities)(nil),                   // 7: shoal.nodework.v1.Capabilities
+	(*Welcome)(nil),                        // 8: shoal.nodework.v1.Welcome
+	(*Peers)(nil),                          // 9: shoal.nodework.v1.Peers
+	(*Peer)(nil),                           // 10: shoal.nodework.v1.Peer
+	(*WorkRef)(nil),                        // 11: shoal.nodework.v1.WorkRef
+	(*WorkSync)(nil),                       // 12: shoal.nodework.v1.WorkSync
+	(*WorkRemove)(nil),                     // 13: shoal.nodework.v1.WorkRemove
+	(*WorkItem)(nil),                       // 14: shoal.nodework.v1.WorkItem
+	(*NoopSpec)(nil),                       // 15: shoal.nodework.v1.NoopSpec
+	(*RecreateSpec)(nil),                   // 16: shoal.nodework.v1.RecreateSpec
+	(*RecreateContainer)(nil),              // 17: shoal.nodework.v1.RecreateContainer
+	(*PreStopHook)(nil),                    // 18: shoal.nodework.v1.PreStopHook
+	(*ExecAction)(nil),                     // 19: shoal.nodework.v1.ExecAction
+	(*HTTPGetAction)(nil),                  // 20: shoal.nodework.v1.HTTPGetAction
+	(*HTTPHeader)(nil),                     // 21: shoal.nodework.v1.HTTPHeader
+	(*SleepAction)(nil),                    // 22: shoal.nodework.v1.SleepAction
+	(*WorkReport)(nil),                     // 23: shoal.nodework.v1.WorkReport
+	(*NoopStatus)(nil),                     // 24: shoal.nodework.v1.NoopStatus
+	(*RecreateStatus)(nil),                 // 25: shoal.nodework.v1.RecreateStatus
+	(*RecreateContainerState)(nil),         // 26: shoal.nodework.v1.RecreateContainerState
+	(*PullSpec)(nil),                       // 27: shoal.nodework.v1.PullSpec
+	(*RegistryAuth)(nil),                   // 28: shoal.nodework.v1.RegistryAuth
+	(*PullStatus)(nil),                     // 29: shoal.nodework.v1.PullStatus
+	(*SidecarTerminateSpec)(nil),           // 30: shoal.nodework.v1.SidecarTerminateSpec
+	(*SidecarTerminateStatus)(nil),         // 31: shoal.nodework.v1.SidecarTerminateStatus
+	(*SidecarTerminateContainerState)(nil), // 32: shoal.nodework.v1.SidecarTerminateContainerState
+	nil,                                    // 33: shoal.nodework.v1.RecreateContainer.ExpectedEnvEntry
+	nil,                                    // 34: shoal.nodework.v1.PullSpec.SandboxLabelsEntry
+	nil,                                    // 35: shoal.nodework.v1.PullSpec.SandboxAnnotationsEntry
 }
 var file_v1_nodework_proto_depIdxs = []int32{
-	4,  // 0: shoal.nodework.v1.AgentMessage.hello:type_name -> shoal.nodework.v1.Hello
-	21, // 1: shoal.nodework.v1.AgentMessage.report:type_name -> shoal.nodework.v1.WorkReport
-	6,  // 2: shoal.nodework.v1.CoordinatorMessage.welcome:type_name -> shoal.nodework.v1.Welcome
-	10, // 3: shoal.nodework.v1.CoordinatorMessage.sync:type_name -> shoal.nodework.v1.WorkSync
-	12, // 4: shoal.nodework.v1.CoordinatorMessage.upsert:type_name -> shoal.nodework.v1.WorkItem
-	11, // 5: shoal.nodework.v1.CoordinatorMessage.remove:type_name -> shoal.nodework.v1.WorkRemove
-	7,  // 6: shoal.nodework.v1.CoordinatorMessage.peers:type_name -> shoal.nodework.v1.Peers
-	5,  // 7: shoal.nodework.v1.Hello.capabilities:type_name -> shoal.nodework.v1.Capabilities
-	9,  // 8: shoal.nodework.v1.Hello.held:type_name -> shoal.nodework.v1.WorkRef
-	7,  // 9: shoal.nodework.v1.Welcome.peers:type_name -> shoal.nodework.v1.Peers
-	8,  // 10: shoal.nodework.v1.Peers.peers:type_name -> shoal.nodework.v1.Peer
+	6,  // 0: shoal.nodework.v1.AgentMessage.hello:type_name -> shoal.nodework.v1.Hello
+	23, // 1: shoal.nodework.v1.AgentMessage.report:type_name -> shoal.nodework.v1.WorkReport
+	8,  // 2: shoal.nodework.v1.CoordinatorMessage.welcome:type_name -> shoal.nodework.v1.Welcome
+	12, // 3: shoal.nodework.v1.CoordinatorMessage.sync:type_name -> shoal.nodework.v1.WorkSync
+	14, // 4: shoal.nodework.v1.CoordinatorMessage.upsert:type_name -> shoal.nodework.v1.WorkItem
+	13, // 5: shoal.nodework.v1.CoordinatorMessage.remove:type_name -> shoal.nodework.v1.WorkRemove
+	9,  // 6: shoal.nodework.v1.CoordinatorMessage.peers:type_name -> shoal.nodework.v1.Peers
+	7,  // 7: shoal.nodework.v1.Hello.capabilities:type_name -> shoal.nodework.v1.Capabilities
+	11, // 8: shoal.nodework.v1.Hello.held:type_name -> shoal.nodework.v1.WorkRef
+	9,  // 9: shoal.nodework.v1.Welcome.peers:type_name -> shoal.nodework.v1.Peers
+	10, // 10: shoal.nodework.v1.Peers.peers:type_name -> shoal.nodework.v1.Peer
 	0,  // 11: shoal.nodework.v1.WorkRef.phase:type_name -> shoal.nodework.v1.Phase
-	12, // 12: shoal.nodework.v1.WorkSync.items:type_name -> shoal.nodework.v1.WorkItem
-	13, // 13: shoal.nodework.v1.WorkItem.noop:type_name -> shoal.nodework.v1.NoopSpec
-	14, // 14: shoal.nodework.v1.WorkItem.recreate:type_name -> shoal.nodework.v1.RecreateSpec
-	25, // 15: shoal.nodework.v1.WorkItem.pull:type_name -> shoal.nodework.v1.PullSpec
-	15, // 16: shoal.nodework.v1.RecreateSpec.containers:type_name -> shoal.nodework.v1.RecreateContainer
-	16, // 17: shoal.nodework.v1.RecreateContainer.pre_stop:type_name -> shoal.nodework.v1.PreStopHook
-	28, // 18: shoal.nodework.v1.RecreateContainer.expected_env:type_name -> shoal.nodework.v1.RecreateContainer.ExpectedEnvEntry
-	17, // 19: shoal.nodework.v1.PreStopHook.exec:type_name -> shoal.nodework.v1.ExecAction
-	18, // 20: shoal.nodework.v1.PreStopHook.http_get:type_name -> shoal.nodework.v1.HTTPGetAction
-	20, // 21: shoal.nodework.v1.PreStopHook.sleep:type_name -> shoal.nodework.v1.SleepAction
-	19, // 22: shoal.nodework.v1.HTTPGetAction.headers:type_name -> shoal.nodework.v1.HTTPHeader
-	0,  // 23: shoal.nodework.v1.WorkReport.phase:type_name -> shoal.nodework.v1.Phase
-	22, // 24: shoal.nodework.v1.WorkReport.noop:type_name -> shoal.nodework.v1.NoopStatus
-	23, // 25: shoal.nodework.v1.WorkReport.recreate:type_name -> shoal.nodework.v1.RecreateStatus
-	27, // 26: shoal.nodework.v1.WorkReport.pull:type_name -> shoal.nodework.v1.PullStatus
-	24, // 27: shoal.nodework.v1.RecreateStatus.containers:type_name -> shoal.nodework.v1.RecreateContainerState
-	1,  // 28: shoal.nodework.v1.RecreateContainerState.phase:type_name -> shoal.nodework.v1.RecreatePhase
-	26, // 29: shoal.nodework.v1.PullSpec.auths:type_name -> shoal.nodework.v1.RegistryAuth
-	29, // 30: shoal.nodework.v1.PullSpec.sandbox_labels:type_name -> shoal.nodework.v1.PullSpec.SandboxLabelsEntry
-	30, // 31: shoal.nodework.v1.PullSpec.sandbox_annotations:type_name -> shoal.nodework.v1.PullSpec.SandboxAnnotationsEntry
-	2,  // 32: shoal.nodework.v1.NodeWork.Connect:input_type -> shoal.nodework.v1.AgentMessage
-	3,  // 33: shoal.nodework.v1.NodeWork.Connect:output_type -> shoal.nodework.v1.CoordinatorMessage
-	33, // [33:34] is the sub-list for method output_type
-	32, // [32:33] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	14, // 12: shoal.nodework.v1.WorkSync.items:type_name -> shoal.nodework.v1.WorkItem
+	15, // 13: shoal.nodework.v1.WorkItem.noop:type_name -> shoal.nodework.v1.NoopSpec
+	16, // 14: shoal.nodework.v1.WorkItem.recreate:type_name -> shoal.nodework.v1.RecreateSpec
+	27, // 15: shoal.nodework.v1.WorkItem.pull:type_name -> shoal.nodework.v1.PullSpec
+	30, // 16: shoal.nodework.v1.WorkItem.sidecar_terminate:type_name -> shoal.nodework.v1.SidecarTerminateSpec
+	17, // 17: shoal.nodework.v1.RecreateSpec.containers:type_name -> shoal.nodework.v1.RecreateContainer
+	18, // 18: shoal.nodework.v1.RecreateContainer.pre_stop:type_name -> shoal.nodework.v1.PreStopHook
+	33, // 19: shoal.nodework.v1.RecreateContainer.expected_env:type_name -> shoal.nodework.v1.RecreateContainer.ExpectedEnvEntry
+	19, // 20: shoal.nodework.v1.PreStopHook.exec:type_name -> shoal.nodework.v1.ExecAction
+	20, // 21: shoal.nodework.v1.PreStopHook.http_get:type_name -> shoal.nodework.v1.HTTPGetAction
+	22, // 22: shoal.nodework.v1.PreStopHook.sleep:type_name -> shoal.nodework.v1.SleepAction
+	21, // 23: shoal.nodework.v1.HTTPGetAction.headers:type_name -> shoal.nodework.v1.HTTPHeader
+	0,  // 24: shoal.nodework.v1.WorkReport.phase:type_name -> shoal.nodework.v1.Phase
+	24, // 25: shoal.nodework.v1.WorkReport.noop:type_name -> shoal.nodework.v1.NoopStatus
+	25, // 26: shoal.nodework.v1.WorkReport.recreate:type_name -> shoal.nodework.v1.RecreateStatus
+	29, // 27: shoal.nodework.v1.WorkReport.pull:type_name -> shoal.nodework.v1.PullStatus
+	31, // 28: shoal.nodework.v1.WorkReport.sidecar_terminate:type_name -> shoal.nodework.v1.SidecarTerminateStatus
+	26, // 29: shoal.nodework.v1.RecreateStatus.containers:type_name -> shoal.nodework.v1.RecreateContainerState
+	1,  // 30: shoal.nodework.v1.RecreateContainerState.phase:type_name -> shoal.nodework.v1.RecreatePhase
+	28, // 31: shoal.nodework.v1.PullSpec.auths:type_name -> shoal.nodework.v1.RegistryAuth
+	34, // 32: shoal.nodework.v1.PullSpec.sandbox_labels:type_name -> shoal.nodework.v1.PullSpec.SandboxLabelsEntry
+	35, // 33: shoal.nodework.v1.PullSpec.sandbox_annotations:type_name -> shoal.nodework.v1.PullSpec.SandboxAnnotationsEntry
+	2,  // 34: shoal.nodework.v1.SidecarTerminateSpec.restart_policy:type_name -> shoal.nodework.v1.JobRestartPolicy
+	3,  // 35: shoal.nodework.v1.SidecarTerminateStatus.stage:type_name -> shoal.nodework.v1.SidecarTerminateStage
+	32, // 36: shoal.nodework.v1.SidecarTerminateStatus.mains:type_name -> shoal.nodework.v1.SidecarTerminateContainerState
+	32, // 37: shoal.nodework.v1.SidecarTerminateStatus.sidecars:type_name -> shoal.nodework.v1.SidecarTerminateContainerState
+	4,  // 38: shoal.nodework.v1.NodeWork.Connect:input_type -> shoal.nodework.v1.AgentMessage
+	5,  // 39: shoal.nodework.v1.NodeWork.Connect:output_type -> shoal.nodework.v1.CoordinatorMessage
+	39, // [39:40] is the sub-list for method output_type
+	38, // [38:39] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_v1_nodework_proto_init() }
@@ -2695,6 +3255,7 @@ func file_v1_nodework_proto_init() {
 		(*WorkItem_Noop)(nil),
 		(*WorkItem_Recreate)(nil),
 		(*WorkItem_Pull)(nil),
+		(*WorkItem_SidecarTerminate)(nil),
 	}
 	file_v1_nodework_proto_msgTypes[14].OneofWrappers = []any{
 		(*PreStopHook_Exec)(nil),
@@ -2705,14 +3266,15 @@ func file_v1_nodework_proto_init() {
 		(*WorkReport_Noop)(nil),
 		(*WorkReport_Recreate)(nil),
 		(*WorkReport_Pull)(nil),
+		(*WorkReport_SidecarTerminate)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_v1_nodework_proto_rawDesc), len(file_v1_nodework_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   29,
+			NumEnums:      4,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
