@@ -8,6 +8,7 @@ package coordinator
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -48,6 +49,7 @@ import (
 	"github.com/shoal-io/shoal/coordinator/cloneset"
 	"github.com/shoal-io/shoal/coordinator/daemonset"
 	"github.com/shoal-io/shoal/coordinator/dispatch"
+	"github.com/shoal-io/shoal/coordinator/features"
 	"github.com/shoal-io/shoal/coordinator/imagelistpull"
 	"github.com/shoal-io/shoal/coordinator/imagepull"
 	"github.com/shoal-io/shoal/coordinator/imagepull/pullview"
@@ -57,6 +59,8 @@ import (
 	"github.com/shoal-io/shoal/coordinator/podunavailablebudget"
 	"github.com/shoal-io/shoal/coordinator/recreate"
 	"github.com/shoal-io/shoal/coordinator/resourcedistribution"
+	"github.com/shoal-io/shoal/coordinator/sidecarset"
+	"github.com/shoal-io/shoal/coordinator/sidecarterminator"
 	"github.com/shoal-io/shoal/coordinator/statefulset"
 	"github.com/shoal-io/shoal/coordinator/statuswriter"
 	"github.com/shoal-io/shoal/coordinator/testwork"
@@ -66,6 +70,7 @@ import (
 	"github.com/shoal-io/shoal/internal/httpserve"
 	"github.com/shoal-io/shoal/protocol/apis/apps/conversion"
 	"github.com/shoal-io/shoal/protocol/apis/apps/v1alpha1"
+	"github.com/shoal-io/shoal/protocol/apis/apps/v1beta1"
 	"github.com/shoal-io/shoal/protocol/apis/wellknown"
 	shoalclient "github.com/shoal-io/shoal/protocol/client/clientset/versioned"
 	shoalscheme "github.com/shoal-io/shoal/protocol/client/clientset/versioned/scheme"
@@ -310,6 +315,30 @@ func Run(ctx context.Context, o Options) error {
 	}
 	synced = append(synced, united.HasSynced)
 
+	// Constructed before the gRPC server starts: it registers its report
+	// handler on the work store.
+	terminator, err := sidecarterminator.New(sidecarterminator.Options{
+		Client: client, Pods: podInformer, Nodes: nodeInformer, Store: store,
+		IsLeader: isLeader, Recorder: recorder, Registerer: reg,
+		Disabled: !features.Enabled(o.Features, features.SidecarTerminator),
+	})
+	if err != nil {
+		return err
+	}
+	synced = append(synced, terminator.HasSynced)
+
+	sidecarSets, err := sidecarset.New(sidecarset.Options{
+		Client: client, Shoal: shoal,
+		SidecarSets: shoalInformers.Apps().V1beta1().SidecarSets().Informer(), Pods: podInformer,
+		Namespaces: kubeInformers.Core().V1().Namespaces().Informer(),
+		Revisions:  kubeInformers.Apps().V1().ControllerRevisions().Informer(),
+		Namespace:  o.Namespace, IsLeader: isLeader, Recorder: recorder,
+	})
+	if err != nil {
+		return err
+	}
+	synced = append(synced, sidecarSets.HasSynced)
+
 	launches, err := launchpriority.New(launchpriority.Options{Client: client, Pods: podInformer, IsLeader: isLeader})
 	if err != nil {
 		return err
@@ -431,6 +460,18 @@ func Run(ctx context.Context, o Options) error {
 		Pods: kubeInformers.Core().V1().Pods().Lister(), Claims: kubeInformers.Core().V1().PersistentVolumeClaims().Lister(), Metadata: meta,
 	}, reg)
 	hooks.Handle(webhook.DeletionProtectionPath, protection.Validate)
+	// SidecarSet injection reads SidecarSets, namespaces and revisions from
+	// the informers, warm on every replica.
+	scsLister := shoalInformers.Apps().V1beta1().SidecarSets().Lister()
+	injector := webhook.NewSidecarSetInjector(func() ([]*v1beta1.SidecarSet, error) { return scsLister.List(labels.Everything()) },
+		nsLister.Get, sidecarSets)
+	hooks.Handle(webhook.SidecarSetInjectPath, injector.Mutate)
+	hooks.Handle(webhook.SidecarSetMutatePath, webhook.DefaultSidecarSet)
+	scsAdmission := webhook.NewSidecarSetAdmission(func() ([]*v1beta1.SidecarSet, error) { return scsLister.List(labels.Everything()) }).
+		WithNamespaces(nsLister.Get).
+		WithPatchPodMetadataAllowed(patchPodMetadataRules(ctx, client, o.Namespace)).
+		WithPatchPodMetadataDefaultsAllowed(features.Enabled(o.Features, features.SidecarSetPatchPodMetadataDefaultsAllowed))
+	hooks.Handle(webhook.SidecarSetValidatePath, scsAdmission.Validate)
 	hooks.Handle(webhook.LaunchPriorityPath, webhook.LaunchPriority)
 	hooks.HandleConversion(webhook.ConvertPath, conversion.Convert)
 
@@ -470,6 +511,8 @@ func Run(ctx context.Context, o Options) error {
 	g.Go(func() error { return daemons.Run(ctx) })
 	g.Go(func() error { return united.Run(ctx) })
 	g.Go(func() error { return launches.Run(ctx) })
+	g.Go(func() error { return sidecarSets.Run(ctx) })
+	g.Go(func() error { return terminator.Run(ctx) })
 	g.Go(func() error { return statefulSets.Run(ctx) })
 	g.Go(func() error { return pulls.Run(ctx) })
 	g.Go(func() error { return lists.Run(ctx) })
@@ -536,6 +579,8 @@ func Run(ctx context.Context, o Options) error {
 			daemons.Resync()
 			united.Resync()
 			launches.Resync()
+			sidecarSets.Resync()
+			terminator.Resync()
 			statefulSets.Resync()
 			pulls.Resync()
 			lists.Resync()
@@ -667,3 +712,33 @@ type nodeGetter struct{ lister corelisters.NodeLister }
 
 // Node implements webhook.NodeGetter.
 func (g nodeGetter) Node(name string) (*corev1.Node, error) { return g.lister.Get(name) }
+
+// patchPodMetadataRules reads OpenKruise's patchPodMetadata allow-list
+// from the kruise-configuration ConfigMap in the coordinator's namespace,
+// live at each SidecarSet admission (they are rare): a missing ConfigMap
+// or key is no rules.
+func patchPodMetadataRules(ctx context.Context, client kubernetes.Interface, namespace string) func() ([]webhook.SidecarSetPatchPodMetadataRule, error) {
+	return func() ([]webhook.SidecarSetPatchPodMetadataRule, error) {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		cm, err := client.CoreV1().ConfigMaps(namespace).Get(ctx, wellknown.ConfigMapKruiseConfiguration, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read ConfigMap %s/%s: %w", namespace, wellknown.ConfigMapKruiseConfiguration, err)
+		}
+		raw := cm.Data[wellknown.ConfigSidecarSetPatchPodMetadataWhiteList]
+		if raw == "" {
+			return nil, nil
+		}
+		var list struct {
+			Rules []webhook.SidecarSetPatchPodMetadataRule `json:"rules"`
+		}
+		if err := json.Unmarshal([]byte(raw), &list); err != nil {
+			return nil, fmt.Errorf("ConfigMap %s/%s key %s: %w", namespace, wellknown.ConfigMapKruiseConfiguration,
+				wellknown.ConfigSidecarSetPatchPodMetadataWhiteList, err)
+		}
+		return list.Rules, nil
+	}
+}

@@ -40,15 +40,31 @@ const (
 	// its old pods, before they are updated. On by default in Shoal (off
 	// in OpenKruise).
 	PreDownloadImageForDaemonSetUpdate featuregate.Feature = "PreDownloadImageForDaemonSetUpdate"
+
+	// SidecarSetPatchPodMetadataDefaultsAllowed lets any SidecarSet patch
+	// any pod annotation through spec.patchPodMetadata. Off, a SidecarSet
+	// may patch only the keys an allow-list rule grants it (key
+	// SidecarSet_PatchPodMetadata_WhiteList of the kruise-configuration
+	// ConfigMap in the coordinator's namespace). Off by default.
+	SidecarSetPatchPodMetadataDefaultsAllowed featuregate.Feature = "SidecarSetPatchPodMetadataDefaultsAllowed"
+
+	// SidecarTerminator stops the sidecars of Job pods (containers with
+	// env KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT=true) once the main
+	// containers are done, so the Job completes. On by default in Shoal
+	// (off in OpenKruise): the node agents stop the sidecars through the
+	// CRI the moment the mains exit, and only pods that ask are touched.
+	SidecarTerminator featuregate.Feature = "SidecarTerminator"
 )
 
 // defaults are the gates and their default values.
 var defaults = map[featuregate.Feature]featuregate.FeatureSpec{
-	CloneSetShortHash:                  {Default: false, PreRelease: featuregate.Alpha},
-	CloneSetPartitionRollback:          {Default: false, PreRelease: featuregate.Alpha},
-	PreparingUpdateAsUpdate:            {Default: false, PreRelease: featuregate.Alpha},
-	PreDownloadImageForInPlaceUpdate:   {Default: true, PreRelease: featuregate.Beta},
-	PreDownloadImageForDaemonSetUpdate: {Default: true, PreRelease: featuregate.Beta},
+	CloneSetShortHash:                         {Default: false, PreRelease: featuregate.Alpha},
+	CloneSetPartitionRollback:                 {Default: false, PreRelease: featuregate.Alpha},
+	PreparingUpdateAsUpdate:                   {Default: false, PreRelease: featuregate.Alpha},
+	PreDownloadImageForInPlaceUpdate:          {Default: true, PreRelease: featuregate.Beta},
+	PreDownloadImageForDaemonSetUpdate:        {Default: true, PreRelease: featuregate.Beta},
+	SidecarSetPatchPodMetadataDefaultsAllowed: {Default: false, PreRelease: featuregate.Alpha},
+	SidecarTerminator:                         {Default: true, PreRelease: featuregate.Beta},
 }
 
 // New returns the coordinator's gates at their defaults; Set
