@@ -401,7 +401,7 @@ func TestSidecarSetUpgrade(t *testing.T) {
 		t.Parallel()
 		s := newSCSTester(t)
 		ctx := t.Context()
-		allowPatchPodMetadata(ctx, t, s.f, "key")
+		allowPatchPodMetadata(ctx, t, s.f, "key", map[string]string{"app": "sidecar"})
 		set := s.baseSidecarSet()
 		set.Spec.Containers = set.Spec.Containers[:1]
 		set.Spec.PatchPodMetadata = []v1beta1.SidecarSetPatchPodMetadata{{
@@ -735,7 +735,7 @@ func TestSidecarSetUpgrade(t *testing.T) {
 		t.Parallel()
 		s := newSCSTester(t)
 		ctx := t.Context()
-		allowPatchPodMetadata(ctx, t, s.f, "sidecarset.kruise.io/test")
+		allowPatchPodMetadata(ctx, t, s.f, "sidecarset.kruise.io/test", map[string]string{"app": "sidecar"})
 		set := s.baseSidecarSet()
 		set.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "secret-1"}}
 		set.Spec.PatchPodMetadata = []v1beta1.SidecarSetPatchPodMetadata{{PatchPolicy: v1beta1.SidecarSetRetainPatchPolicy,
@@ -885,11 +885,12 @@ func waitPods(ctx context.Context, t *testing.T, s *scsTester, selector string, 
 	return pods
 }
 
-// allowPatchPodMetadata adds a rule letting SidecarSets labelled
-// app=sidecar patch the pod annotation key, to the coordinator's
-// kruise-configuration ConfigMap (OpenKruise's whitelist, in Shoal's
-// namespace). Rules of other tests stay; the rule is removed at the end.
-func allowPatchPodMetadata(ctx context.Context, t *testing.T, f *framework.Framework, key string) {
+// allowPatchPodMetadata adds a rule letting SidecarSets with setLabels
+// (all SidecarSets when nil) patch the pod annotation key, to the
+// coordinator's kruise-configuration ConfigMap (OpenKruise's whitelist, in
+// Shoal's namespace). Rules of other tests stay; the rule is removed at
+// the end.
+func allowPatchPodMetadata(ctx context.Context, t *testing.T, f *framework.Framework, key string, setLabels map[string]string) {
 	t.Helper()
 	cms := f.Kube.CoreV1().ConfigMaps(shoalNamespace)
 	type rule struct {
@@ -929,14 +930,17 @@ func allowPatchPodMetadata(ctx context.Context, t *testing.T, f *framework.Frame
 			return err == nil, nil
 		})
 	}
-	mine := rule{AnnotationKeyExprs: []string{key}, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "sidecar"}}}
+	mine := rule{AnnotationKeyExprs: []string{key}}
+	if setLabels != nil {
+		mine.Selector = &metav1.LabelSelector{MatchLabels: setLabels}
+	}
 	require.NoError(t, edit(ctx, func(w *whitelist) { w.Rules = append(w.Rules, mine) }))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if err := edit(ctx, func(w *whitelist) {
 			for i, r := range w.Rules {
-				if slices.Equal(r.AnnotationKeyExprs, mine.AnnotationKeyExprs) {
+				if slices.Equal(r.AnnotationKeyExprs, mine.AnnotationKeyExprs) && (r.Selector == nil) == (mine.Selector == nil) {
 					w.Rules = slices.Delete(w.Rules, i, i+1)
 					return
 				}
@@ -944,5 +948,66 @@ func allowPatchPodMetadata(ctx context.Context, t *testing.T, f *framework.Frame
 		}); err != nil {
 			t.Logf("remove the patchPodMetadata rule: %v", err)
 		}
+	})
+}
+
+// TestSidecarSetBadInput sends the bad SidecarSets through the
+// apiserver: each is refused at admission with a message naming the
+// field.
+func TestSidecarSetBadInput(t *testing.T) {
+	t.Parallel()
+	s := newSCSTester(t)
+	ctx := t.Context()
+	sets := s.f.Shoal.AppsV1beta1().SidecarSets()
+	for _, tc := range []struct {
+		name   string
+		change func(*v1beta1.SidecarSet)
+		want   []string
+	}{
+		{"selector missing", func(set *v1beta1.SidecarSet) { set.Spec.Selector = nil }, []string{"spec.selector"}},
+		{"patchPodMetadata outside the allow-list", func(set *v1beta1.SidecarSet) {
+			set.Spec.PatchPodMetadata = []v1beta1.SidecarSetPatchPodMetadata{{Annotations: map[string]string{"not-allowed.example.com/key": "v"}}}
+		}, []string{"spec.patchPodMetadata[0].annotations", "not-allowed.example.com/key", "allow-list"}},
+		{"partition with selector", func(set *v1beta1.SidecarSet) {
+			set.Spec.UpdateStrategy.Partition = new(intstr.FromInt32(1))
+			set.Spec.UpdateStrategy.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"canary": "true"}}
+		}, []string{"spec.updateStrategy"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			set := s.baseSidecarSet()
+			tc.change(set)
+			_, err := sets.Create(ctx, set, metav1.CreateOptions{})
+			require.Error(t, err, "the apiserver refuses the SidecarSet")
+			for _, w := range tc.want {
+				require.ErrorContains(t, err, w)
+			}
+		})
+	}
+
+	t.Run("upgradeType changed", func(t *testing.T) {
+		name := s.create(ctx, s.baseSidecarSet()).Name
+		var err error
+		// Retry while the controller's own writes conflict.
+		require.NoError(t, framework.WaitFor(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
+			set := s.get(ctx, name)
+			set.Spec.Containers[0].UpgradeStrategy = v1beta1.SidecarContainerUpgradeStrategy{
+				UpgradeType: v1beta1.SidecarContainerHotUpgrade, HotUpgradeEmptyImage: s.f.Image("pause:3.10"),
+			}
+			_, err = sets.Update(ctx, set, metav1.UpdateOptions{})
+			return !apierrors.IsConflict(err), nil
+		}))
+		require.Error(t, err)
+		require.ErrorContains(t, err, "spec.containers[0].upgradeStrategy.upgradeType")
+		require.ErrorContains(t, err, "immutable")
+	})
+
+	t.Run("conflicting container names", func(t *testing.T) {
+		first := s.create(ctx, s.baseSidecarSet())
+		second := s.baseSidecarSet()
+		second.Spec.Containers[0].Name = first.Spec.Containers[0].Name
+		_, err := sets.Create(ctx, second, metav1.CreateOptions{})
+		require.Error(t, err)
+		require.ErrorContains(t, err, first.Name, "the message names the other SidecarSet")
+		require.ErrorContains(t, err, first.Spec.Containers[0].Name)
 	})
 }

@@ -36,13 +36,18 @@ const DefaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbi
 const TestserverPort = "8080"
 
 // Pause returns the pod sandbox image: the testserver binary at /pause,
-// which pauses when invoked under that name, as its entrypoint.
+// which pauses when invoked under that name, as its entrypoint. The same
+// binary is at /testserver too, so that the image also serves as the
+// empty image of a SidecarSet hot upgrade whose sidecar has a lifecycle
+// hook running /testserver (the empty container gets the sidecar's
+// hooks).
 func Pause(binary string) (v1.Image, error) {
 	data, err := os.ReadFile(binary)
 	if err != nil {
 		return nil, fmt.Errorf("pause image: %w", err)
 	}
-	return newImage(binary, []ociimage.File{ociimage.Regular("pause", 0o755, data)}, v1.Config{
+	files := []ociimage.File{ociimage.Regular("pause", 0o755, data), ociimage.Regular("testserver", 0o755, data)}
+	return newImage(binary, files, v1.Config{
 		Entrypoint: []string{"/pause"},
 		Env:        []string{DefaultPath},
 		WorkingDir: "/",
