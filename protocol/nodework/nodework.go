@@ -50,6 +50,9 @@ const (
 	// KindSidecarTerminate stops a Job pod's sidecar containers once its
 	// main containers have finished (the Job sidecar terminator).
 	KindSidecarTerminate = "sidecar-terminate"
+	// KindProbe runs the PodProbeMarker probes of a pod and reports their
+	// states.
+	KindProbe = "probe"
 )
 
 // SameSpec reports whether two work items are the same work: equal in
@@ -63,7 +66,7 @@ func SameSpec(a, b *nodeworkv1.WorkItem) bool {
 
 // KnownKind reports whether this build knows the work kind.
 func KnownKind(kind string) bool {
-	return kind == KindNoop || kind == KindRecreate || kind == KindPull || kind == KindSidecarTerminate
+	return kind == KindNoop || kind == KindRecreate || kind == KindPull || kind == KindSidecarTerminate || kind == KindProbe
 }
 
 // ErrProtocol marks a message that breaks the protocol. The receiver logs
@@ -86,6 +89,8 @@ func KindOf(item *nodeworkv1.WorkItem) string {
 		return KindPull
 	case *nodeworkv1.WorkItem_SidecarTerminate:
 		return KindSidecarTerminate
+	case *nodeworkv1.WorkItem_Probe:
+		return KindProbe
 	default:
 		return ""
 	}
@@ -213,6 +218,9 @@ func validateReport(r *nodeworkv1.WorkReport) error {
 	if s := r.GetSidecarTerminate(); s != nil {
 		return validateSidecarTerminateStatus("report.sidecarTerminate", s)
 	}
+	if s := r.GetProbe(); s != nil {
+		return validateProbeStatus("report.probe", s)
+	}
 	return nil
 }
 
@@ -291,6 +299,9 @@ func ValidateWorkItem(path string, it *nodeworkv1.WorkItem) error {
 	}
 	if s := it.GetSidecarTerminate(); s != nil {
 		return validateSidecarTerminateSpec(path+".sidecarTerminate", s)
+	}
+	if s := it.GetProbe(); s != nil {
+		return validateProbeSpec(path+".probe", s)
 	}
 	return nil
 }

@@ -278,6 +278,61 @@ func (SidecarTerminateStage) EnumDescriptor() ([]byte, []int) {
 	return file_v1_nodework_proto_rawDescGZIP(), []int{3}
 }
 
+// ProbeState is a probe's result.
+type ProbeState int32
+
+const (
+	// PROBE_STATE_UNSPECIFIED: no result yet, or the container restarted
+	// since the last one (OpenKruise's Unknown).
+	ProbeState_PROBE_STATE_UNSPECIFIED ProbeState = 0
+	// PROBE_STATE_SUCCEEDED: the probe passed successThreshold times in a row.
+	ProbeState_PROBE_STATE_SUCCEEDED ProbeState = 1
+	// PROBE_STATE_FAILED: the probe failed failureThreshold times in a row,
+	// or the container is not running.
+	ProbeState_PROBE_STATE_FAILED ProbeState = 2
+)
+
+// Enum value maps for ProbeState.
+var (
+	ProbeState_name = map[int32]string{
+		0: "PROBE_STATE_UNSPECIFIED",
+		1: "PROBE_STATE_SUCCEEDED",
+		2: "PROBE_STATE_FAILED",
+	}
+	ProbeState_value = map[string]int32{
+		"PROBE_STATE_UNSPECIFIED": 0,
+		"PROBE_STATE_SUCCEEDED":   1,
+		"PROBE_STATE_FAILED":      2,
+	}
+)
+
+func (x ProbeState) Enum() *ProbeState {
+	p := new(ProbeState)
+	*p = x
+	return p
+}
+
+func (x ProbeState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ProbeState) Descriptor() protoreflect.EnumDescriptor {
+	return file_v1_nodework_proto_enumTypes[4].Descriptor()
+}
+
+func (ProbeState) Type() protoreflect.EnumType {
+	return &file_v1_nodework_proto_enumTypes[4]
+}
+
+func (x ProbeState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ProbeState.Descriptor instead.
+func (ProbeState) EnumDescriptor() ([]byte, []int) {
+	return file_v1_nodework_proto_rawDescGZIP(), []int{4}
+}
+
 // AgentMessage is everything an agent sends on the stream.
 type AgentMessage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1044,6 +1099,7 @@ type WorkItem struct {
 	//	*WorkItem_Recreate
 	//	*WorkItem_Pull
 	//	*WorkItem_SidecarTerminate
+	//	*WorkItem_Probe
 	Spec          isWorkItem_Spec `protobuf_oneof:"spec"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1143,6 +1199,15 @@ func (x *WorkItem) GetSidecarTerminate() *SidecarTerminateSpec {
 	return nil
 }
 
+func (x *WorkItem) GetProbe() *ProbeSpec {
+	if x != nil {
+		if x, ok := x.Spec.(*WorkItem_Probe); ok {
+			return x.Probe
+		}
+	}
+	return nil
+}
+
 type isWorkItem_Spec interface {
 	isWorkItem_Spec()
 }
@@ -1171,6 +1236,12 @@ type WorkItem_SidecarTerminate struct {
 	SidecarTerminate *SidecarTerminateSpec `protobuf:"bytes,13,opt,name=sidecar_terminate,json=sidecarTerminate,proto3,oneof"`
 }
 
+type WorkItem_Probe struct {
+	// probe runs the PodProbeMarker probes of one pod (custom probes whose
+	// results become pod conditions, labels and annotations).
+	Probe *ProbeSpec `protobuf:"bytes,14,opt,name=probe,proto3,oneof"`
+}
+
 func (*WorkItem_Noop) isWorkItem_Spec() {}
 
 func (*WorkItem_Recreate) isWorkItem_Spec() {}
@@ -1178,6 +1249,8 @@ func (*WorkItem_Recreate) isWorkItem_Spec() {}
 func (*WorkItem_Pull) isWorkItem_Spec() {}
 
 func (*WorkItem_SidecarTerminate) isWorkItem_Spec() {}
+
+func (*WorkItem_Probe) isWorkItem_Spec() {}
 
 // NoopSpec is the spec of the test-only noop kind.
 type NoopSpec struct {
@@ -1851,6 +1924,7 @@ type WorkReport struct {
 	//	*WorkReport_Recreate
 	//	*WorkReport_Pull
 	//	*WorkReport_SidecarTerminate
+	//	*WorkReport_Probe
 	Status        isWorkReport_Status `protobuf_oneof:"status"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1971,6 +2045,15 @@ func (x *WorkReport) GetSidecarTerminate() *SidecarTerminateStatus {
 	return nil
 }
 
+func (x *WorkReport) GetProbe() *ProbeStatus {
+	if x != nil {
+		if x, ok := x.Status.(*WorkReport_Probe); ok {
+			return x.Probe
+		}
+	}
+	return nil
+}
+
 type isWorkReport_Status interface {
 	isWorkReport_Status()
 }
@@ -1995,6 +2078,11 @@ type WorkReport_SidecarTerminate struct {
 	SidecarTerminate *SidecarTerminateStatus `protobuf:"bytes,13,opt,name=sidecar_terminate,json=sidecarTerminate,proto3,oneof"`
 }
 
+type WorkReport_Probe struct {
+	// probe is the state of a probe item.
+	Probe *ProbeStatus `protobuf:"bytes,14,opt,name=probe,proto3,oneof"`
+}
+
 func (*WorkReport_Noop) isWorkReport_Status() {}
 
 func (*WorkReport_Recreate) isWorkReport_Status() {}
@@ -2002,6 +2090,8 @@ func (*WorkReport_Recreate) isWorkReport_Status() {}
 func (*WorkReport_Pull) isWorkReport_Status() {}
 
 func (*WorkReport_SidecarTerminate) isWorkReport_Status() {}
+
+func (*WorkReport_Probe) isWorkReport_Status() {}
 
 // NoopStatus is the state of a noop work item.
 type NoopStatus struct {
@@ -2897,6 +2987,297 @@ func (x *SidecarTerminateContainerState) GetMessage() string {
 	return ""
 }
 
+// ProbeSpec asks the agent to run the PodProbeMarker probes of one pod
+// for as long as the item exists, and to report their states. Work item
+// id: "probe/<namespace>/<pod name>". The item never succeeds on its own;
+// the coordinator removes it when the pod goes or no PodProbeMarker
+// selects it any more.
+type ProbeSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// pod_uid, pod_namespace and pod_name name the pod; probes run only
+	// against containers of that UID.
+	PodUid       string `protobuf:"bytes,1,opt,name=pod_uid,json=podUid,proto3" json:"pod_uid,omitempty"`
+	PodNamespace string `protobuf:"bytes,2,opt,name=pod_namespace,json=podNamespace,proto3" json:"pod_namespace,omitempty"`
+	PodName      string `protobuf:"bytes,3,opt,name=pod_name,json=podName,proto3" json:"pod_name,omitempty"`
+	// pod_ip is the address tcp and http probes dial from the node.
+	PodIp string `protobuf:"bytes,4,opt,name=pod_ip,json=podIp,proto3" json:"pod_ip,omitempty"`
+	// probes are the pod's probes, from every PodProbeMarker that selects it.
+	Probes        []*PodProbe `protobuf:"bytes,5,rep,name=probes,proto3" json:"probes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProbeSpec) Reset() {
+	*x = ProbeSpec{}
+	mi := &file_v1_nodework_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProbeSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProbeSpec) ProtoMessage() {}
+
+func (x *ProbeSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_v1_nodework_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProbeSpec.ProtoReflect.Descriptor instead.
+func (*ProbeSpec) Descriptor() ([]byte, []int) {
+	return file_v1_nodework_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ProbeSpec) GetPodUid() string {
+	if x != nil {
+		return x.PodUid
+	}
+	return ""
+}
+
+func (x *ProbeSpec) GetPodNamespace() string {
+	if x != nil {
+		return x.PodNamespace
+	}
+	return ""
+}
+
+func (x *ProbeSpec) GetPodName() string {
+	if x != nil {
+		return x.PodName
+	}
+	return ""
+}
+
+func (x *ProbeSpec) GetPodIp() string {
+	if x != nil {
+		return x.PodIp
+	}
+	return ""
+}
+
+func (x *ProbeSpec) GetProbes() []*PodProbe {
+	if x != nil {
+		return x.Probes
+	}
+	return nil
+}
+
+// PodProbe is one probe of a pod.
+type PodProbe struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is "<PodProbeMarker name>#<probe name>", unique in the pod.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// container_name is the container the probe runs in (exec) or whose
+	// ports it resolves (tcp, http).
+	ContainerName string `protobuf:"bytes,2,opt,name=container_name,json=containerName,proto3" json:"container_name,omitempty"`
+	// probe is the probe as a JSON-encoded k8s.io/api/core/v1.Probe, with
+	// named ports already resolved to numbers.
+	ProbeJson     []byte `protobuf:"bytes,3,opt,name=probe_json,json=probeJson,proto3" json:"probe_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PodProbe) Reset() {
+	*x = PodProbe{}
+	mi := &file_v1_nodework_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PodProbe) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PodProbe) ProtoMessage() {}
+
+func (x *PodProbe) ProtoReflect() protoreflect.Message {
+	mi := &file_v1_nodework_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PodProbe.ProtoReflect.Descriptor instead.
+func (*PodProbe) Descriptor() ([]byte, []int) {
+	return file_v1_nodework_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *PodProbe) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PodProbe) GetContainerName() string {
+	if x != nil {
+		return x.ContainerName
+	}
+	return ""
+}
+
+func (x *PodProbe) GetProbeJson() []byte {
+	if x != nil {
+		return x.ProbeJson
+	}
+	return nil
+}
+
+// ProbeStatus is the state of every probe of a probe item.
+type ProbeStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// pod_uid echoes the spec's, so a report is never applied to a later pod
+	// of the same name.
+	PodUid string `protobuf:"bytes,1,opt,name=pod_uid,json=podUid,proto3" json:"pod_uid,omitempty"`
+	// probes holds one state per probe of the spec that has run at least once.
+	Probes        []*ProbeResult `protobuf:"bytes,2,rep,name=probes,proto3" json:"probes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProbeStatus) Reset() {
+	*x = ProbeStatus{}
+	mi := &file_v1_nodework_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProbeStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProbeStatus) ProtoMessage() {}
+
+func (x *ProbeStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_v1_nodework_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProbeStatus.ProtoReflect.Descriptor instead.
+func (*ProbeStatus) Descriptor() ([]byte, []int) {
+	return file_v1_nodework_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *ProbeStatus) GetPodUid() string {
+	if x != nil {
+		return x.PodUid
+	}
+	return ""
+}
+
+func (x *ProbeStatus) GetProbes() []*ProbeResult {
+	if x != nil {
+		return x.Probes
+	}
+	return nil
+}
+
+// ProbeResult is one probe's state.
+type ProbeResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the PodProbe's name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// state is the probe's result.
+	State ProbeState `protobuf:"varint,2,opt,name=state,proto3,enum=shoal.nodework.v1.ProbeState" json:"state,omitempty"`
+	// message is the probe's output: stdout on success, stderr on failure
+	// (exec), or why it failed; at most 1024 bytes.
+	Message string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// last_probe_unix_nanos is when the probe last ran; it moves only with a
+	// change or the periodic refresh (agent clock).
+	LastProbeUnixNanos int64 `protobuf:"varint,4,opt,name=last_probe_unix_nanos,json=lastProbeUnixNanos,proto3" json:"last_probe_unix_nanos,omitempty"`
+	// last_transition_unix_nanos is when state last changed (agent clock).
+	LastTransitionUnixNanos int64 `protobuf:"varint,5,opt,name=last_transition_unix_nanos,json=lastTransitionUnixNanos,proto3" json:"last_transition_unix_nanos,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
+}
+
+func (x *ProbeResult) Reset() {
+	*x = ProbeResult{}
+	mi := &file_v1_nodework_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProbeResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProbeResult) ProtoMessage() {}
+
+func (x *ProbeResult) ProtoReflect() protoreflect.Message {
+	mi := &file_v1_nodework_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProbeResult.ProtoReflect.Descriptor instead.
+func (*ProbeResult) Descriptor() ([]byte, []int) {
+	return file_v1_nodework_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *ProbeResult) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ProbeResult) GetState() ProbeState {
+	if x != nil {
+		return x.State
+	}
+	return ProbeState_PROBE_STATE_UNSPECIFIED
+}
+
+func (x *ProbeResult) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *ProbeResult) GetLastProbeUnixNanos() int64 {
+	if x != nil {
+		return x.LastProbeUnixNanos
+	}
+	return 0
+}
+
+func (x *ProbeResult) GetLastTransitionUnixNanos() int64 {
+	if x != nil {
+		return x.LastTransitionUnixNanos
+	}
+	return 0
+}
+
 var File_v1_nodework_proto protoreflect.FileDescriptor
 
 const file_v1_nodework_proto_rawDesc = "" +
@@ -2949,7 +3330,7 @@ const file_v1_nodework_proto_rawDesc = "" +
 	"\x05items\x18\x01 \x03(\v2\x1b.shoal.nodework.v1.WorkItemR\x05items\"\x1c\n" +
 	"\n" +
 	"WorkRemove\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\xd3\x02\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x89\x03\n" +
 	"\bWorkItem\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1e\n" +
 	"\n" +
@@ -2960,7 +3341,8 @@ const file_v1_nodework_proto_rawDesc = "" +
 	" \x01(\v2\x1b.shoal.nodework.v1.NoopSpecH\x00R\x04noop\x12=\n" +
 	"\brecreate\x18\v \x01(\v2\x1f.shoal.nodework.v1.RecreateSpecH\x00R\brecreate\x121\n" +
 	"\x04pull\x18\f \x01(\v2\x1b.shoal.nodework.v1.PullSpecH\x00R\x04pull\x12V\n" +
-	"\x11sidecar_terminate\x18\r \x01(\v2'.shoal.nodework.v1.SidecarTerminateSpecH\x00R\x10sidecarTerminateB\x06\n" +
+	"\x11sidecar_terminate\x18\r \x01(\v2'.shoal.nodework.v1.SidecarTerminateSpecH\x00R\x10sidecarTerminate\x124\n" +
+	"\x05probe\x18\x0e \x01(\v2\x1c.shoal.nodework.v1.ProbeSpecH\x00R\x05probeB\x06\n" +
 	"\x04spec\"A\n" +
 	"\bNoopSpec\x12\x14\n" +
 	"\x05steps\x18\x01 \x01(\rR\x05steps\x12\x1f\n" +
@@ -3012,7 +3394,7 @@ const file_v1_nodework_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\"'\n" +
 	"\vSleepAction\x12\x18\n" +
-	"\aseconds\x18\x01 \x01(\x03R\aseconds\"\xe8\x03\n" +
+	"\aseconds\x18\x01 \x01(\x03R\aseconds\"\xa0\x04\n" +
 	"\n" +
 	"WorkReport\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12/\n" +
@@ -3025,7 +3407,8 @@ const file_v1_nodework_proto_rawDesc = "" +
 	" \x01(\v2\x1d.shoal.nodework.v1.NoopStatusH\x00R\x04noop\x12?\n" +
 	"\brecreate\x18\v \x01(\v2!.shoal.nodework.v1.RecreateStatusH\x00R\brecreate\x123\n" +
 	"\x04pull\x18\f \x01(\v2\x1d.shoal.nodework.v1.PullStatusH\x00R\x04pull\x12X\n" +
-	"\x11sidecar_terminate\x18\r \x01(\v2).shoal.nodework.v1.SidecarTerminateStatusH\x00R\x10sidecarTerminateB\b\n" +
+	"\x11sidecar_terminate\x18\r \x01(\v2).shoal.nodework.v1.SidecarTerminateStatusH\x00R\x10sidecarTerminate\x126\n" +
+	"\x05probe\x18\x0e \x01(\v2\x1e.shoal.nodework.v1.ProbeStatusH\x00R\x05probeB\b\n" +
 	"\x06status\"C\n" +
 	"\n" +
 	"NoopStatus\x12\x1d\n" +
@@ -3108,7 +3491,27 @@ const file_v1_nodework_proto_rawDesc = "" +
 	"\x05stops\x18\a \x01(\x05R\x05stops\x12\x1f\n" +
 	"\vstop_millis\x18\b \x01(\x03R\n" +
 	"stopMillis\x12\x18\n" +
-	"\amessage\x18\t \x01(\tR\amessage*\x82\x01\n" +
+	"\amessage\x18\t \x01(\tR\amessage\"\xb0\x01\n" +
+	"\tProbeSpec\x12\x17\n" +
+	"\apod_uid\x18\x01 \x01(\tR\x06podUid\x12#\n" +
+	"\rpod_namespace\x18\x02 \x01(\tR\fpodNamespace\x12\x19\n" +
+	"\bpod_name\x18\x03 \x01(\tR\apodName\x12\x15\n" +
+	"\x06pod_ip\x18\x04 \x01(\tR\x05podIp\x123\n" +
+	"\x06probes\x18\x05 \x03(\v2\x1b.shoal.nodework.v1.PodProbeR\x06probes\"d\n" +
+	"\bPodProbe\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12%\n" +
+	"\x0econtainer_name\x18\x02 \x01(\tR\rcontainerName\x12\x1d\n" +
+	"\n" +
+	"probe_json\x18\x03 \x01(\fR\tprobeJson\"^\n" +
+	"\vProbeStatus\x12\x17\n" +
+	"\apod_uid\x18\x01 \x01(\tR\x06podUid\x126\n" +
+	"\x06probes\x18\x02 \x03(\v2\x1e.shoal.nodework.v1.ProbeResultR\x06probes\"\xe0\x01\n" +
+	"\vProbeResult\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x123\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x1d.shoal.nodework.v1.ProbeStateR\x05state\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x121\n" +
+	"\x15last_probe_unix_nanos\x18\x04 \x01(\x03R\x12lastProbeUnixNanos\x12;\n" +
+	"\x1alast_transition_unix_nanos\x18\x05 \x01(\x03R\x17lastTransitionUnixNanos*\x82\x01\n" +
 	"\x05Phase\x12\x15\n" +
 	"\x11PHASE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rPHASE_PENDING\x10\x01\x12\x11\n" +
@@ -3131,7 +3534,12 @@ const file_v1_nodework_proto_rawDesc = "" +
 	"%SIDECAR_TERMINATE_STAGE_WAITING_MAINS\x10\x01\x12$\n" +
 	" SIDECAR_TERMINATE_STAGE_STOPPING\x10\x02\x12-\n" +
 	")SIDECAR_TERMINATE_STAGE_AWAITING_GO_AHEAD\x10\x03\x12 \n" +
-	"\x1cSIDECAR_TERMINATE_STAGE_DONE\x10\x042a\n" +
+	"\x1cSIDECAR_TERMINATE_STAGE_DONE\x10\x04*\\\n" +
+	"\n" +
+	"ProbeState\x12\x1b\n" +
+	"\x17PROBE_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15PROBE_STATE_SUCCEEDED\x10\x01\x12\x16\n" +
+	"\x12PROBE_STATE_FAILED\x10\x022a\n" +
 	"\bNodeWork\x12U\n" +
 	"\aConnect\x12\x1f.shoal.nodework.v1.AgentMessage\x1a%.shoal.nodework.v1.CoordinatorMessage(\x010\x01B;Z9github.com/shoal-io/shoal/protocol/nodework/v1;nodeworkv1b\x06proto3"
 
@@ -3147,92 +3555,102 @@ func file_v1_nodework_proto_rawDescGZIP() []byte {
 	return file_v1_nodework_proto_rawDescData
 }
 
-var file_v1_nodework_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_v1_nodework_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_v1_nodework_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_v1_nodework_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_v1_nodework_proto_goTypes = []any{
 	(Phase)(0),                             // 0: shoal.nodework.v1.Phase
 	(RecreatePhase)(0),                     // 1: shoal.nodework.v1.RecreatePhase
 	(JobRestartPolicy)(0),                  // 2: shoal.nodework.v1.JobRestartPolicy
 	(SidecarTerminateStage)(0),             // 3: shoal.nodework.v1.SidecarTerminateStage
-	(*AgentMessage)(nil),                   // 4: shoal.nodework.v1.AgentMessage
-	(*CoordinatorMessage)(nil),             // 5: shoal.nodework.v1.CoordinatorMessage
-	(*Hello)(nil),                          // 6: shoal.nodework.v1.Hello
-	(*Capabilities)(nil),                   // 7: shoal.nodework.v1.Capabilities
-	(*Welcome)(nil),                        // 8: shoal.nodework.v1.Welcome
-	(*Peers)(nil),                          // 9: shoal.nodework.v1.Peers
-	(*Peer)(nil),                           // 10: shoal.nodework.v1.Peer
-	(*WorkRef)(nil),                        // 11: shoal.nodework.v1.WorkRef
-	(*WorkSync)(nil),                       // 12: shoal.nodework.v1.WorkSync
-	(*WorkRemove)(nil),                     // 13: shoal.nodework.v1.WorkRemove
-	(*WorkItem)(nil),                       // 14: shoal.nodework.v1.WorkItem
-	(*NoopSpec)(nil),                       // 15: shoal.nodework.v1.NoopSpec
-	(*RecreateSpec)(nil),                   // 16: shoal.nodework.v1.RecreateSpec
-	(*RecreateContainer)(nil),              // 17: shoal.nodework.v1.RecreateContainer
-	(*PreStopHook)(nil),                    // 18: shoal.nodework.v1.PreStopHook
-	(*ExecAction)(nil),                     // 19: shoal.nodework.v1.ExecAction
-	(*HTTPGetAction)(nil),                  // 20: shoal.nodework.v1.HTTPGetAction
-	(*HTTPHeader)(nil),                     // 21: shoal.nodework.v1.HTTPHeader
-	(*SleepAction)(nil),                    // 22: shoal.nodework.v1.SleepAction
-	(*WorkReport)(nil),                     // 23: shoal.nodework.v1.WorkReport
-	(*NoopStatus)(nil),                     // 24: shoal.nodework.v1.NoopStatus
-	(*RecreateStatus)(nil),                 // 25: shoal.nodework.v1.RecreateStatus
-	(*RecreateContainerState)(nil),         // 26: shoal.nodework.v1.RecreateContainerState
-	(*PullSpec)(nil),                       // 27: shoal.nodework.v1.PullSpec
-	(*RegistryAuth)(nil),                   // 28: shoal.nodework.v1.RegistryAuth
-	(*PullStatus)(nil),                     // 29: shoal.nodework.v1.PullStatus
-	(*SidecarTerminateSpec)(nil),           // 30: shoal.nodework.v1.SidecarTerminateSpec
-	(*SidecarTerminateStatus)(nil),         // 31: shoal.nodework.v1.SidecarTerminateStatus
-	(*SidecarTerminateContainerState)(nil), // 32: shoal.nodework.v1.SidecarTerminateContainerState
-	nil,                                    // 33: shoal.nodework.v1.RecreateContainer.ExpectedEnvEntry
-	nil,                                    // 34: shoal.nodework.v1.PullSpec.SandboxLabelsEntry
-	nil,                                    // 35: shoal.nodework.v1.PullSpec.SandboxAnnotationsEntry
+	(ProbeState)(0),                        // 4: shoal.nodework.v1.ProbeState
+	(*AgentMessage)(nil),                   // 5: shoal.nodework.v1.AgentMessage
+	(*CoordinatorMessage)(nil),             // 6: shoal.nodework.v1.CoordinatorMessage
+	(*Hello)(nil),                          // 7: shoal.nodework.v1.Hello
+	(*Capabilities)(nil),                   // 8: shoal.nodework.v1.Capabilities
+	(*Welcome)(nil),                        // 9: shoal.nodework.v1.Welcome
+	(*Peers)(nil),                          // 10: shoal.nodework.v1.Peers
+	(*Peer)(nil),                           // 11: shoal.nodework.v1.Peer
+	(*WorkRef)(nil),                        // 12: shoal.nodework.v1.WorkRef
+	(*WorkSync)(nil),                       // 13: shoal.nodework.v1.WorkSync
+	(*WorkRemove)(nil),                     // 14: shoal.nodework.v1.WorkRemove
+	(*WorkItem)(nil),                       // 15: shoal.nodework.v1.WorkItem
+	(*NoopSpec)(nil),                       // 16: shoal.nodework.v1.NoopSpec
+	(*RecreateSpec)(nil),                   // 17: shoal.nodework.v1.RecreateSpec
+	(*RecreateContainer)(nil),              // 18: shoal.nodework.v1.RecreateContainer
+	(*PreStopHook)(nil),                    // 19: shoal.nodework.v1.PreStopHook
+	(*ExecAction)(nil),                     // 20: shoal.nodework.v1.ExecAction
+	(*HTTPGetAction)(nil),                  // 21: shoal.nodework.v1.HTTPGetAction
+	(*HTTPHeader)(nil),                     // 22: shoal.nodework.v1.HTTPHeader
+	(*SleepAction)(nil),                    // 23: shoal.nodework.v1.SleepAction
+	(*WorkReport)(nil),                     // 24: shoal.nodework.v1.WorkReport
+	(*NoopStatus)(nil),                     // 25: shoal.nodework.v1.NoopStatus
+	(*RecreateStatus)(nil),                 // 26: shoal.nodework.v1.RecreateStatus
+	(*RecreateContainerState)(nil),         // 27: shoal.nodework.v1.RecreateContainerState
+	(*PullSpec)(nil),                       // 28: shoal.nodework.v1.PullSpec
+	(*RegistryAuth)(nil),                   // 29: shoal.nodework.v1.RegistryAuth
+	(*PullStatus)(nil),                     // 30: shoal.nodework.v1.PullStatus
+	(*SidecarTerminateSpec)(nil),           // 31: shoal.nodework.v1.SidecarTerminateSpec
+	(*SidecarTerminateStatus)(nil),         // 32: shoal.nodework.v1.SidecarTerminateStatus
+	(*SidecarTerminateContainerState)(nil), // 33: shoal.nodework.v1.SidecarTerminateContainerState
+	(*ProbeSpec)(nil),                      // 34: shoal.nodework.v1.ProbeSpec
+	(*PodProbe)(nil),                       // 35: shoal.nodework.v1.PodProbe
+	(*ProbeStatus)(nil),                    // 36: shoal.nodework.v1.ProbeStatus
+	(*ProbeResult)(nil),                    // 37: shoal.nodework.v1.ProbeResult
+	nil,                                    // 38: shoal.nodework.v1.RecreateContainer.ExpectedEnvEntry
+	nil,                                    // 39: shoal.nodework.v1.PullSpec.SandboxLabelsEntry
+	nil,                                    // 40: shoal.nodework.v1.PullSpec.SandboxAnnotationsEntry
 }
 var file_v1_nodework_proto_depIdxs = []int32{
-	6,  // 0: shoal.nodework.v1.AgentMessage.hello:type_name -> shoal.nodework.v1.Hello
-	23, // 1: shoal.nodework.v1.AgentMessage.report:type_name -> shoal.nodework.v1.WorkReport
-	8,  // 2: shoal.nodework.v1.CoordinatorMessage.welcome:type_name -> shoal.nodework.v1.Welcome
-	12, // 3: shoal.nodework.v1.CoordinatorMessage.sync:type_name -> shoal.nodework.v1.WorkSync
-	14, // 4: shoal.nodework.v1.CoordinatorMessage.upsert:type_name -> shoal.nodework.v1.WorkItem
-	13, // 5: shoal.nodework.v1.CoordinatorMessage.remove:type_name -> shoal.nodework.v1.WorkRemove
-	9,  // 6: shoal.nodework.v1.CoordinatorMessage.peers:type_name -> shoal.nodework.v1.Peers
-	7,  // 7: shoal.nodework.v1.Hello.capabilities:type_name -> shoal.nodework.v1.Capabilities
-	11, // 8: shoal.nodework.v1.Hello.held:type_name -> shoal.nodework.v1.WorkRef
-	9,  // 9: shoal.nodework.v1.Welcome.peers:type_name -> shoal.nodework.v1.Peers
-	10, // 10: shoal.nodework.v1.Peers.peers:type_name -> shoal.nodework.v1.Peer
+	7,  // 0: shoal.nodework.v1.AgentMessage.hello:type_name -> shoal.nodework.v1.Hello
+	24, // 1: shoal.nodework.v1.AgentMessage.report:type_name -> shoal.nodework.v1.WorkReport
+	9,  // 2: shoal.nodework.v1.CoordinatorMessage.welcome:type_name -> shoal.nodework.v1.Welcome
+	13, // 3: shoal.nodework.v1.CoordinatorMessage.sync:type_name -> shoal.nodework.v1.WorkSync
+	15, // 4: shoal.nodework.v1.CoordinatorMessage.upsert:type_name -> shoal.nodework.v1.WorkItem
+	14, // 5: shoal.nodework.v1.CoordinatorMessage.remove:type_name -> shoal.nodework.v1.WorkRemove
+	10, // 6: shoal.nodework.v1.CoordinatorMessage.peers:type_name -> shoal.nodework.v1.Peers
+	8,  // 7: shoal.nodework.v1.Hello.capabilities:type_name -> shoal.nodework.v1.Capabilities
+	12, // 8: shoal.nodework.v1.Hello.held:type_name -> shoal.nodework.v1.WorkRef
+	10, // 9: shoal.nodework.v1.Welcome.peers:type_name -> shoal.nodework.v1.Peers
+	11, // 10: shoal.nodework.v1.Peers.peers:type_name -> shoal.nodework.v1.Peer
 	0,  // 11: shoal.nodework.v1.WorkRef.phase:type_name -> shoal.nodework.v1.Phase
-	14, // 12: shoal.nodework.v1.WorkSync.items:type_name -> shoal.nodework.v1.WorkItem
-	15, // 13: shoal.nodework.v1.WorkItem.noop:type_name -> shoal.nodework.v1.NoopSpec
-	16, // 14: shoal.nodework.v1.WorkItem.recreate:type_name -> shoal.nodework.v1.RecreateSpec
-	27, // 15: shoal.nodework.v1.WorkItem.pull:type_name -> shoal.nodework.v1.PullSpec
-	30, // 16: shoal.nodework.v1.WorkItem.sidecar_terminate:type_name -> shoal.nodework.v1.SidecarTerminateSpec
-	17, // 17: shoal.nodework.v1.RecreateSpec.containers:type_name -> shoal.nodework.v1.RecreateContainer
-	18, // 18: shoal.nodework.v1.RecreateContainer.pre_stop:type_name -> shoal.nodework.v1.PreStopHook
-	33, // 19: shoal.nodework.v1.RecreateContainer.expected_env:type_name -> shoal.nodework.v1.RecreateContainer.ExpectedEnvEntry
-	19, // 20: shoal.nodework.v1.PreStopHook.exec:type_name -> shoal.nodework.v1.ExecAction
-	20, // 21: shoal.nodework.v1.PreStopHook.http_get:type_name -> shoal.nodework.v1.HTTPGetAction
-	22, // 22: shoal.nodework.v1.PreStopHook.sleep:type_name -> shoal.nodework.v1.SleepAction
-	21, // 23: shoal.nodework.v1.HTTPGetAction.headers:type_name -> shoal.nodework.v1.HTTPHeader
-	0,  // 24: shoal.nodework.v1.WorkReport.phase:type_name -> shoal.nodework.v1.Phase
-	24, // 25: shoal.nodework.v1.WorkReport.noop:type_name -> shoal.nodework.v1.NoopStatus
-	25, // 26: shoal.nodework.v1.WorkReport.recreate:type_name -> shoal.nodework.v1.RecreateStatus
-	29, // 27: shoal.nodework.v1.WorkReport.pull:type_name -> shoal.nodework.v1.PullStatus
-	31, // 28: shoal.nodework.v1.WorkReport.sidecar_terminate:type_name -> shoal.nodework.v1.SidecarTerminateStatus
-	26, // 29: shoal.nodework.v1.RecreateStatus.containers:type_name -> shoal.nodework.v1.RecreateContainerState
-	1,  // 30: shoal.nodework.v1.RecreateContainerState.phase:type_name -> shoal.nodework.v1.RecreatePhase
-	28, // 31: shoal.nodework.v1.PullSpec.auths:type_name -> shoal.nodework.v1.RegistryAuth
-	34, // 32: shoal.nodework.v1.PullSpec.sandbox_labels:type_name -> shoal.nodework.v1.PullSpec.SandboxLabelsEntry
-	35, // 33: shoal.nodework.v1.PullSpec.sandbox_annotations:type_name -> shoal.nodework.v1.PullSpec.SandboxAnnotationsEntry
-	2,  // 34: shoal.nodework.v1.SidecarTerminateSpec.restart_policy:type_name -> shoal.nodework.v1.JobRestartPolicy
-	3,  // 35: shoal.nodework.v1.SidecarTerminateStatus.stage:type_name -> shoal.nodework.v1.SidecarTerminateStage
-	32, // 36: shoal.nodework.v1.SidecarTerminateStatus.mains:type_name -> shoal.nodework.v1.SidecarTerminateContainerState
-	32, // 37: shoal.nodework.v1.SidecarTerminateStatus.sidecars:type_name -> shoal.nodework.v1.SidecarTerminateContainerState
-	4,  // 38: shoal.nodework.v1.NodeWork.Connect:input_type -> shoal.nodework.v1.AgentMessage
-	5,  // 39: shoal.nodework.v1.NodeWork.Connect:output_type -> shoal.nodework.v1.CoordinatorMessage
-	39, // [39:40] is the sub-list for method output_type
-	38, // [38:39] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	15, // 12: shoal.nodework.v1.WorkSync.items:type_name -> shoal.nodework.v1.WorkItem
+	16, // 13: shoal.nodework.v1.WorkItem.noop:type_name -> shoal.nodework.v1.NoopSpec
+	17, // 14: shoal.nodework.v1.WorkItem.recreate:type_name -> shoal.nodework.v1.RecreateSpec
+	28, // 15: shoal.nodework.v1.WorkItem.pull:type_name -> shoal.nodework.v1.PullSpec
+	31, // 16: shoal.nodework.v1.WorkItem.sidecar_terminate:type_name -> shoal.nodework.v1.SidecarTerminateSpec
+	34, // 17: shoal.nodework.v1.WorkItem.probe:type_name -> shoal.nodework.v1.ProbeSpec
+	18, // 18: shoal.nodework.v1.RecreateSpec.containers:type_name -> shoal.nodework.v1.RecreateContainer
+	19, // 19: shoal.nodework.v1.RecreateContainer.pre_stop:type_name -> shoal.nodework.v1.PreStopHook
+	38, // 20: shoal.nodework.v1.RecreateContainer.expected_env:type_name -> shoal.nodework.v1.RecreateContainer.ExpectedEnvEntry
+	20, // 21: shoal.nodework.v1.PreStopHook.exec:type_name -> shoal.nodework.v1.ExecAction
+	21, // 22: shoal.nodework.v1.PreStopHook.http_get:type_name -> shoal.nodework.v1.HTTPGetAction
+	23, // 23: shoal.nodework.v1.PreStopHook.sleep:type_name -> shoal.nodework.v1.SleepAction
+	22, // 24: shoal.nodework.v1.HTTPGetAction.headers:type_name -> shoal.nodework.v1.HTTPHeader
+	0,  // 25: shoal.nodework.v1.WorkReport.phase:type_name -> shoal.nodework.v1.Phase
+	25, // 26: shoal.nodework.v1.WorkReport.noop:type_name -> shoal.nodework.v1.NoopStatus
+	26, // 27: shoal.nodework.v1.WorkReport.recreate:type_name -> shoal.nodework.v1.RecreateStatus
+	30, // 28: shoal.nodework.v1.WorkReport.pull:type_name -> shoal.nodework.v1.PullStatus
+	32, // 29: shoal.nodework.v1.WorkReport.sidecar_terminate:type_name -> shoal.nodework.v1.SidecarTerminateStatus
+	36, // 30: shoal.nodework.v1.WorkReport.probe:type_name -> shoal.nodework.v1.ProbeStatus
+	27, // 31: shoal.nodework.v1.RecreateStatus.containers:type_name -> shoal.nodework.v1.RecreateContainerState
+	1,  // 32: shoal.nodework.v1.RecreateContainerState.phase:type_name -> shoal.nodework.v1.RecreatePhase
+	29, // 33: shoal.nodework.v1.PullSpec.auths:type_name -> shoal.nodework.v1.RegistryAuth
+	39, // 34: shoal.nodework.v1.PullSpec.sandbox_labels:type_name -> shoal.nodework.v1.PullSpec.SandboxLabelsEntry
+	40, // 35: shoal.nodework.v1.PullSpec.sandbox_annotations:type_name -> shoal.nodework.v1.PullSpec.SandboxAnnotationsEntry
+	2,  // 36: shoal.nodework.v1.SidecarTerminateSpec.restart_policy:type_name -> shoal.nodework.v1.JobRestartPolicy
+	3,  // 37: shoal.nodework.v1.SidecarTerminateStatus.stage:type_name -> shoal.nodework.v1.SidecarTerminateStage
+	33, // 38: shoal.nodework.v1.SidecarTerminateStatus.mains:type_name -> shoal.nodework.v1.SidecarTerminateContainerState
+	33, // 39: shoal.nodework.v1.SidecarTerminateStatus.sidecars:type_name -> shoal.nodework.v1.SidecarTerminateContainerState
+	35, // 40: shoal.nodework.v1.ProbeSpec.probes:type_name -> shoal.nodework.v1.PodProbe
+	37, // 41: shoal.nodework.v1.ProbeStatus.probes:type_name -> shoal.nodework.v1.ProbeResult
+	4,  // 42: shoal.nodework.v1.ProbeResult.state:type_name -> shoal.nodework.v1.ProbeState
+	5,  // 43: shoal.nodework.v1.NodeWork.Connect:input_type -> shoal.nodework.v1.AgentMessage
+	6,  // 44: shoal.nodework.v1.NodeWork.Connect:output_type -> shoal.nodework.v1.CoordinatorMessage
+	44, // [44:45] is the sub-list for method output_type
+	43, // [43:44] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_v1_nodework_proto_init() }
@@ -3256,6 +3674,7 @@ func file_v1_nodework_proto_init() {
 		(*WorkItem_Recreate)(nil),
 		(*WorkItem_Pull)(nil),
 		(*WorkItem_SidecarTerminate)(nil),
+		(*WorkItem_Probe)(nil),
 	}
 	file_v1_nodework_proto_msgTypes[14].OneofWrappers = []any{
 		(*PreStopHook_Exec)(nil),
@@ -3267,14 +3686,15 @@ func file_v1_nodework_proto_init() {
 		(*WorkReport_Recreate)(nil),
 		(*WorkReport_Pull)(nil),
 		(*WorkReport_SidecarTerminate)(nil),
+		(*WorkReport_Probe)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_v1_nodework_proto_rawDesc), len(file_v1_nodework_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   32,
+			NumEnums:      5,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
