@@ -55,6 +55,7 @@ import (
 	"github.com/shoal-io/shoal/coordinator/imagepull/pullview"
 	"github.com/shoal-io/shoal/coordinator/launchpriority"
 	"github.com/shoal-io/shoal/coordinator/persistentpodstate"
+	"github.com/shoal-io/shoal/coordinator/podprobemarker"
 	"github.com/shoal-io/shoal/coordinator/podreadiness"
 	"github.com/shoal-io/shoal/coordinator/podunavailablebudget"
 	"github.com/shoal-io/shoal/coordinator/recreate"
@@ -327,6 +328,16 @@ func Run(ctx context.Context, o Options) error {
 	}
 	synced = append(synced, terminator.HasSynced)
 
+	probeMarkers, err := podprobemarker.New(podprobemarker.Options{
+		Client: client, Shoal: shoal,
+		Markers: shoalInformers.Apps().V1alpha1().PodProbeMarkers().Informer(), Pods: podInformer,
+		Store: store, IsLeader: isLeader, Recorder: recorder, Registerer: reg,
+	})
+	if err != nil {
+		return err
+	}
+	synced = append(synced, probeMarkers.HasSynced)
+
 	sidecarSets, err := sidecarset.New(sidecarset.Options{
 		Client: client, Shoal: shoal,
 		SidecarSets: shoalInformers.Apps().V1beta1().SidecarSets().Informer(), Pods: podInformer,
@@ -513,6 +524,7 @@ func Run(ctx context.Context, o Options) error {
 	g.Go(func() error { return launches.Run(ctx) })
 	g.Go(func() error { return sidecarSets.Run(ctx) })
 	g.Go(func() error { return terminator.Run(ctx) })
+	g.Go(func() error { return probeMarkers.Run(ctx) })
 	g.Go(func() error { return statefulSets.Run(ctx) })
 	g.Go(func() error { return pulls.Run(ctx) })
 	g.Go(func() error { return lists.Run(ctx) })
@@ -581,6 +593,7 @@ func Run(ctx context.Context, o Options) error {
 			launches.Resync()
 			sidecarSets.Resync()
 			terminator.Resync()
+			probeMarkers.Resync()
 			statefulSets.Resync()
 			pulls.Resync()
 			lists.Resync()
