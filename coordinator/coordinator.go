@@ -56,6 +56,7 @@ import (
 	"github.com/shoal-io/shoal/coordinator/launchpriority"
 	"github.com/shoal-io/shoal/coordinator/persistentpodstate"
 	"github.com/shoal-io/shoal/coordinator/podprobemarker"
+	"github.com/shoal-io/shoal/coordinator/podprobemarker/probeview"
 	"github.com/shoal-io/shoal/coordinator/podreadiness"
 	"github.com/shoal-io/shoal/coordinator/podunavailablebudget"
 	"github.com/shoal-io/shoal/coordinator/recreate"
@@ -508,6 +509,8 @@ func Run(ctx context.Context, o Options) error {
 	// apiserver's service proxy (port "http" of the shoal-coordinator
 	// Service, which reaches the leader only).
 	mux.Handle(pullview.NodesPathPrefix, pulls.NodesHandler())
+	// Per-pod probe states of PodProbeMarkers, the same way.
+	mux.Handle(probeview.PodsPathPrefix, probeMarkers.PodsHandler())
 	g.Go(func() error { return httpserve.ListenAndServe(ctx, o.MetricsAddr, mux) })
 	g.Go(func() error { return certManager.Run(ctx) })
 	g.Go(func() error { return writer.Run(ctx) })

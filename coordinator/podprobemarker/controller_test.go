@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/events"
 
 	"github.com/shoal-io/shoal/coordinator/dispatch"
+	"github.com/shoal-io/shoal/coordinator/podprobemarker/probeview"
 	"github.com/shoal-io/shoal/coordinator/workload/podstatus"
 	"github.com/shoal-io/shoal/protocol/apis/wellknown"
 	shoalfake "github.com/shoal-io/shoal/protocol/client/clientset/versioned/fake"
@@ -96,6 +97,17 @@ func TestControllerAppliesReportedStates(t *testing.T) {
 		return p.Labels["gameserver-idle"] == "false" && p.Annotations["controller.kubernetes.io/pod-deletion-cost"] == "10" &&
 			c != nil && c.Status == corev1.ConditionFalse && c.Message == "players: 3"
 	}, "the pod shows Failed")
+	view, ok := c.Pods("ns", marker.Name)
+	require.True(t, ok)
+	require.Len(t, view.Pods, 1)
+	require.Equal(t, "game-0", view.Pods[0].Name)
+	require.Equal(t, []string{"Idle", "Http"}, []string{view.Pods[0].Probes[0].Name, view.Pods[0].Probes[1].Name})
+	require.Equal(t, probeview.StateFailed, view.Pods[0].Probes[0].State)
+	require.Equal(t, "players: 3", view.Pods[0].Probes[0].Message)
+	require.Equal(t, probeview.StateUnknown, view.Pods[0].Probes[1].State, "no result yet")
+	_, ok = c.Pods("ns", "other")
+	require.False(t, ok)
+
 	for _, a := range kube.Actions() {
 		_, isUpdate := a.(k8stesting.UpdateAction)
 		require.False(t, isUpdate && a.GetResource().Resource == "pods", "pods are patched, never updated")

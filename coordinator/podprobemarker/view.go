@@ -1,0 +1,90 @@
+package podprobemarker
+
+import (
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/shoal-io/shoal/coordinator/podprobemarker/probeview"
+	"github.com/shoal-io/shoal/protocol/apis/apps/v1alpha1"
+	"github.com/shoal-io/shoal/protocol/nodework"
+	nodeworkv1 "github.com/shoal-io/shoal/protocol/nodework/v1"
+)
+
+// Pods returns the per-pod view of the marker namespace/name, false when
+// the marker does not exist.
+func (c *Controller) Pods(namespace, name string) (*probeview.MarkerPods, bool) {
+	obj, exists, err := c.o.Markers.GetIndexer().GetByKey(namespace + "/" + name)
+	if err != nil || !exists {
+		return nil, false
+	}
+	m := obj.(*v1alpha1.PodProbeMarker)
+	view := &probeview.MarkerPods{Namespace: namespace, Name: name, Pods: []probeview.PodProbes{}}
+	pods, _ := c.o.Pods.GetIndexer().ByIndex(cache.NamespaceIndex, namespace)
+	for _, o := range pods {
+		pod := o.(*corev1.Pod)
+		if !eligible(pod) || !selects(m, pod) {
+			continue
+		}
+		results := map[string]*nodeworkv1.ProbeResult{}
+		if _, rep := c.o.Store.Item(pod.Spec.NodeName, nodework.ProbeID(namespace, pod.Name)); rep.GetProbe().GetPodUid() == string(pod.UID) {
+			for _, r := range rep.GetProbe().GetProbes() {
+				results[r.GetName()] = r
+			}
+		}
+		p := probeview.PodProbes{Name: pod.Name, UID: string(pod.UID), Node: pod.Spec.NodeName}
+		for _, probe := range m.Spec.Probes {
+			s := probeview.ProbeState{Name: probe.Name, State: probeview.StateUnknown}
+			if r := results[probeName(m.Name, probe.Name)]; r != nil {
+				s.State, s.Message = string(stateOf(r.GetState())), r.GetMessage()
+				if ns := r.GetLastProbeUnixNanos(); ns > 0 {
+					s.LastProbeTime = time.Unix(0, ns).UTC()
+				}
+				if ns := r.GetLastTransitionUnixNanos(); ns > 0 {
+					s.LastTransitionTime = time.Unix(0, ns).UTC()
+				}
+			}
+			p.Probes = append(p.Probes, s)
+		}
+		view.Pods = append(view.Pods, p)
+	}
+	slices.SortFunc(view.Pods, func(a, b probeview.PodProbes) int { return strings.Compare(a.Name, b.Name) })
+	return view, true
+}
+
+// PodsHandler serves GET probeview.PodsPathPrefix + "<namespace>/<name>":
+// the marker's probeview.MarkerPods as JSON, 404 for a marker that does
+// not exist, 503 on a replica that is not the leader (only the leader
+// hears the agents).
+func (c *Controller) PodsHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "only GET is served here", http.StatusMethodNotAllowed)
+			return
+		}
+		rest, ok := strings.CutPrefix(r.URL.Path, probeview.PodsPathPrefix)
+		ns, name, found := strings.Cut(strings.TrimSuffix(rest, "/"), "/")
+		if !ok || !found || ns == "" || name == "" || strings.Contains(name, "/") {
+			http.Error(w, "want "+probeview.PodsPathPrefix+"<namespace>/<name>", http.StatusNotFound)
+			return
+		}
+		if !c.o.IsLeader() {
+			http.Error(w, "this coordinator replica is not the leader; ask through the shoal-coordinator Service", http.StatusServiceUnavailable)
+			return
+		}
+		view, ok := c.Pods(ns, name)
+		if !ok {
+			http.Error(w, "PodProbeMarker "+ns+"/"+name+" not found", http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		_ = json.NewEncoder(w).Encode(view)
+	})
+}
