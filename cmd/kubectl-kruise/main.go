@@ -12,7 +12,11 @@
 //	kubectl kruise get imagepulljob [NAME] [--nodes] [-w]
 //	                         a job's progress and, with --nodes, each node's
 //	                         pull as the coordinator sees it
-//	kubectl kruise --help    the commands
+//	kubectl kruise get resourcedistribution [NAME]
+//	                         each target namespace's copy
+//	kubectl kruise get sidecarset [NAME] [-w]
+//	                         which pods run which revision of a SidecarSet
+//	kubectl kruise --help    the commands (rollout, set, migrate, ...)
 //
 // Exit status: 0 on success, 1 when a command fails, 2 on a usage error
 // (an unknown command or flag).
