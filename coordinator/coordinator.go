@@ -484,6 +484,16 @@ func Run(ctx context.Context, o Options) error {
 		WithPatchPodMetadataAllowed(patchPodMetadataRules(ctx, client, o.Namespace)).
 		WithPatchPodMetadataDefaultsAllowed(features.Enabled(o.Features, features.SidecarSetPatchPodMetadataDefaultsAllowed))
 	hooks.Handle(webhook.SidecarSetValidatePath, scsAdmission.Validate)
+	hooks.Handle(webhook.PodProbeMarkerValidatePath, webhook.ValidatePodProbeMarker)
+	ppmLister := shoalInformers.Apps().V1alpha1().PodProbeMarkers().Lister()
+	ppmInjector := webhook.NewPodProbeMarkerInjector(func(namespace string) ([]*v1alpha1.PodProbeMarker, error) {
+		return ppmLister.PodProbeMarkers(namespace).List(labels.Everything())
+	})
+	if features.Enabled(o.Features, features.EnablePodProbeMarkerOnServerless) {
+		hooks.Handle(webhook.PodProbeMarkerPodMutatePath, ppmInjector.Mutate)
+	} else {
+		hooks.Handle(webhook.PodProbeMarkerPodMutatePath, webhook.AllowAll)
+	}
 	hooks.Handle(webhook.LaunchPriorityPath, webhook.LaunchPriority)
 	hooks.HandleConversion(webhook.ConvertPath, conversion.Convert)
 

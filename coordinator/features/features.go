@@ -54,6 +54,14 @@ const (
 	// (off in OpenKruise): the node agents stop the sidecars through the
 	// CRI the moment the mains exit, and only pods that ask are touched.
 	SidecarTerminator featuregate.Feature = "SidecarTerminator"
+
+	// EnablePodProbeMarkerOnServerless makes the pod webhook record, on
+	// each new pod that PodProbeMarkers select, the probes that have a
+	// podConditionType in the kruise.io/podprobe annotation, for
+	// runtimes that run probes themselves (serverless nodes without an
+	// agent). Off by default, as in OpenKruise: off, the webhook lets pods
+	// through unchanged.
+	EnablePodProbeMarkerOnServerless featuregate.Feature = "EnablePodProbeMarkerOnServerless"
 )
 
 // defaults are the gates and their default values.
@@ -65,6 +73,7 @@ var defaults = map[featuregate.Feature]featuregate.FeatureSpec{
 	PreDownloadImageForDaemonSetUpdate:        {Default: true, PreRelease: featuregate.Beta},
 	SidecarSetPatchPodMetadataDefaultsAllowed: {Default: false, PreRelease: featuregate.Alpha},
 	SidecarTerminator:                         {Default: true, PreRelease: featuregate.Beta},
+	EnablePodProbeMarkerOnServerless:          {Default: false, PreRelease: featuregate.Alpha},
 }
 
 // New returns the coordinator's gates at their defaults; Set

@@ -123,3 +123,9 @@ func Deny(message string) *admissionv1.AdmissionResponse {
 		Status: metav1.StatusFailure, Code: http.StatusUnprocessableEntity, Reason: metav1.StatusReasonInvalid, Message: message,
 	}}
 }
+
+// AllowAll allows every request unchanged: the handler of a webhook whose
+// feature is switched off.
+func AllowAll(context.Context, *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+	return &admissionv1.AdmissionResponse{Allowed: true}
+}
