@@ -278,8 +278,18 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	if flipped, err := c.flip(ctx, set, pods); err != nil || flipped {
 		return 0, err
 	}
-	return 0, c.update(ctx, t, states)
+	held, err := c.update(ctx, t, states)
+	if held && err == nil {
+		// A PodUnavailableBudget refused some updates: try again soon,
+		// without the error backoff (budgets free up as pods recover).
+		return budgetRetry, nil
+	}
+	return 0, err
 }
+
+// budgetRetry is how soon pod updates a PodUnavailableBudget refused are
+// tried again.
+const budgetRetry = 2 * time.Second
 
 // matchedPods returns the active pods injected with set that it still
 // selects.
@@ -536,12 +546,13 @@ func (c *Controller) flip(ctx context.Context, set *v1beta1.SidecarSet, pods []*
 }
 
 // update updates the pods pick chooses, and marks those that cannot be
-// updated in place.
-func (c *Controller) update(ctx context.Context, t *target, states []podState) error {
+// updated in place. held reports that the apiserver refused some updates
+// as Forbidden: a PodUnavailableBudget's webhook holding them back.
+func (c *Controller) update(ctx context.Context, t *target, states []podState) (held bool, _ error) {
 	upgrade, notUpgradable, err := pick(t, states)
 	if err != nil {
 		c.o.Recorder.Eventf(t.set, nil, corev1.EventTypeWarning, "InvalidSpec", "Update", "%v", err)
-		return nil
+		return false, nil
 	}
 	now := metav1.NewTime(c.o.Clock.Now())
 	var errs []error
@@ -561,7 +572,12 @@ func (c *Controller) update(ctx context.Context, t *target, states []podState) e
 			continue
 		}
 		out, err := c.o.Client.CoreV1().Pods(p.Namespace).Update(ctx, p, metav1.UpdateOptions{})
-		if err != nil {
+		switch {
+		case apierrors.IsForbidden(err):
+			held = true
+			klog.FromContext(ctx).V(2).Info("Sidecar update refused", "pod", klog.KObj(pod), "reason", err.Error())
+			continue
+		case err != nil:
 			if !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 				errs = append(errs, fmt.Errorf("update sidecars of pod %s/%s: %w", pod.Namespace, pod.Name, err))
 			}
@@ -575,7 +591,7 @@ func (c *Controller) update(ctx context.Context, t *target, states []podState) e
 		c.o.Recorder.Eventf(t.set, nil, corev1.EventTypeNormal, "UpdatedPods", "Update",
 			"Updated the sidecars of %d pod(s) to revision %s: %s", len(done), t.revision, describe(done))
 	}
-	return errors.Join(errs...)
+	return held, errors.Join(errs...)
 }
 
 // setUpgradable sets setName's entry of the pod's SidecarSetUpgradable
