@@ -46,7 +46,7 @@ func newGetCommand(g *globalOptions) *cobra.Command {
 			return unknownCommand(cmd, args[0])
 		},
 	}
-	cmd.AddCommand(newGetImagePullJobCommand(g), newGetResourceDistributionCommand(g), newGetSidecarSetCommand(g))
+	cmd.AddCommand(newGetImagePullJobCommand(g), newGetPodProbeMarkerCommand(g), newGetResourceDistributionCommand(g), newGetSidecarSetCommand(g))
 	return cmd
 }
 

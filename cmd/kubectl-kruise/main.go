@@ -12,6 +12,8 @@
 //	kubectl kruise get imagepulljob [NAME] [--nodes] [-w]
 //	                         a job's progress and, with --nodes, each node's
 //	                         pull as the coordinator sees it
+//	kubectl kruise get podprobemarker [NAME] [--pods]
+//	                         the probes and, with --pods, their state per pod
 //	kubectl kruise get resourcedistribution [NAME]
 //	                         each target namespace's copy
 //	kubectl kruise get sidecarset [NAME] [-w]
