@@ -29,6 +29,7 @@ import (
 	imagewarmnode "github.com/shoal-io/shoal/imagewarm/node"
 	"github.com/shoal-io/shoal/imagewarm/tracker"
 	"github.com/shoal-io/shoal/internal/httpserve"
+	"github.com/shoal-io/shoal/probes"
 	"github.com/shoal-io/shoal/protocol/nodework"
 	nodeworkv1 "github.com/shoal-io/shoal/protocol/nodework/v1"
 )
@@ -144,11 +145,15 @@ func Run(ctx context.Context, o Options) error {
 	// kubelet starts a new instance, and sidecar-terminate items as soon as
 	// a Job pod's main container exits (the poll stays as a fallback).
 	events := &cri.Events{}
+	// PodProbeMarker probes: one runner for every probed pod of the node.
+	probeRunner := probes.New(probes.CRIRuntime(rt.get), probes.WithRegisterer(reg))
+	probeWork := work.NewProbe(probeRunner, nil)
 	runner := work.New(store, map[string]work.Handler{
 		nodework.KindNoop:             work.Noop{},
 		nodework.KindRecreate:         work.NewRecreate(rt.get, work.RecreateEvents(events)),
 		nodework.KindPull:             work.NewPull(rt.get, work.NewPullSlots(maxPulls), pullOpts...),
 		nodework.KindSidecarTerminate: work.NewSidecarTerminate(rt.get, work.SidecarTerminateEvents(events)),
+		nodework.KindProbe:            probeWork,
 	}, log)
 	reg.MustRegister(runner)
 
@@ -187,6 +192,8 @@ func Run(ctx context.Context, o Options) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return rt.run(ctx) })
 	g.Go(func() error { return runner.Run(ctx) })
+	g.Go(func() error { return probeRunner.Run(ctx) })
+	g.Go(func() error { return probeWork.Relay(ctx) })
 	g.Go(func() error { return events.Run(ctx, rt.get) })
 	g.Go(func() error { return m.Run(ctx) })
 	g.Go(func() error { return l.Run(ctx) })
