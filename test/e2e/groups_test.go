@@ -40,6 +40,7 @@ var serialTests = []string{
 	"TestImageSwarmThroughMirror",
 	"TestStorageVersionMigration",
 	"TestBroadcastJobNewNode",
+	"TestPodProbeMarkerWithoutCoordinator",
 }
 
 // serial marks t as a test of the serial group. It fails t if t is not in
