@@ -286,9 +286,19 @@ func (u *podUpdate) statusPatch(uid string) ([]byte, error) {
 	if len(u.conditions) == 0 {
 		return nil, nil
 	}
+	// Each condition names every field: a strategic merge keeps the
+	// fields a patch leaves out, and an empty message (a probe that
+	// succeeded silently) must clear the last failure's.
+	conds := make([]map[string]any, 0, len(u.conditions))
+	for _, c := range u.conditions {
+		conds = append(conds, map[string]any{
+			"type": c.Type, "status": c.Status, "message": c.Message,
+			"lastProbeTime": c.LastProbeTime, "lastTransitionTime": c.LastTransitionTime,
+		})
+	}
 	return json.Marshal(map[string]any{
 		"metadata": map[string]any{"uid": uid},
-		"status":   map[string]any{"conditions": u.conditions},
+		"status":   map[string]any{"conditions": conds},
 	})
 }
 

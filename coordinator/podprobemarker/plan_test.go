@@ -149,3 +149,18 @@ func TestChangesFirstMarkerOwnsCondition(t *testing.T) {
 	require.Len(t, u.conditions, 1)
 	require.Equal(t, corev1.ConditionTrue, u.conditions[0].Status, "marker a (first by name) owns game.io/idle")
 }
+
+func TestStatusPatchClearsTheMessage(t *testing.T) {
+	u := &podUpdate{conditions: []corev1.PodCondition{{Type: "game.io/idle", Status: corev1.ConditionTrue}}}
+	raw, err := u.statusPatch("uid-0")
+	require.NoError(t, err)
+	var patch struct {
+		Status struct {
+			Conditions []map[string]any `json:"conditions"`
+		} `json:"status"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &patch))
+	msg, ok := patch.Status.Conditions[0]["message"]
+	require.True(t, ok, "the patch sets the message even when it is empty")
+	require.Empty(t, msg)
+}
