@@ -475,12 +475,23 @@ func Run(ctx context.Context, o Options) error {
 	// SidecarSet injection reads SidecarSets, namespaces and revisions from
 	// the informers, warm on every replica.
 	scsLister := shoalInformers.Apps().V1beta1().SidecarSets().Lister()
+	// A pod may come a moment after its namespace, before the informer
+	// shows the namespace: read it live then.
+	namespaceOf := func(name string) (*corev1.Namespace, error) {
+		ns, err := nsLister.Get(name)
+		if !apierrors.IsNotFound(err) {
+			return ns, err
+		}
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		return client.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+	}
 	injector := webhook.NewSidecarSetInjector(func() ([]*v1beta1.SidecarSet, error) { return scsLister.List(labels.Everything()) },
-		nsLister.Get, sidecarSets)
+		namespaceOf, sidecarSets)
 	hooks.Handle(webhook.SidecarSetInjectPath, injector.Mutate)
 	hooks.Handle(webhook.SidecarSetMutatePath, webhook.DefaultSidecarSet)
 	scsAdmission := webhook.NewSidecarSetAdmission(func() ([]*v1beta1.SidecarSet, error) { return scsLister.List(labels.Everything()) }).
-		WithNamespaces(nsLister.Get).
+		WithNamespaces(namespaceOf).
 		WithPatchPodMetadataAllowed(patchPodMetadataRules(ctx, client, o.Namespace)).
 		WithPatchPodMetadataDefaultsAllowed(features.Enabled(o.Features, features.SidecarSetPatchPodMetadataDefaultsAllowed))
 	hooks.Handle(webhook.SidecarSetValidatePath, scsAdmission.Validate)
