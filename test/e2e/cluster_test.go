@@ -281,6 +281,11 @@ func TestSeedExamplesDryRun(t *testing.T) {
 	require.True(t, served, "the apps.kruise.io group is not served: install Shoal's CRDs from deploy/crds (hack/install-crds.sh)")
 	if deployed, _, err := f.ShoalDeployed(ctx); err == nil && deployed {
 		startCRRPod(ctx, t, f, "pod-name", nil)
+		// Seed 000's patchPodMetadata example says the allow-list must
+		// grant its keys first (OpenKruise's SidecarSet_PatchPodMetadata_WhiteList).
+		for _, key := range []string{"oom-score", "custom.example.com/sidecar-configuration", "apps.kruise.io/container-launch-priority"} {
+			allowPatchPodMetadata(ctx, t, f, key, nil)
+		}
 	}
 
 	files, err := filepath.Glob("../testdata/seed-examples/*.yaml")
