@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/klog/v2"
 
+	"github.com/shoal-io/shoal/coordinator/sidecarset/sidecarcontrol"
 	"github.com/shoal-io/shoal/protocol/apis/apps/pub"
 	appsv1beta1 "github.com/shoal-io/shoal/protocol/apis/apps/v1beta1"
 	"github.com/shoal-io/shoal/protocol/apis/wellknown"
@@ -172,6 +173,10 @@ func (a *SidecarSetAdmission) Validate(ctx context.Context, req *admissionv1.Adm
 			return badRequest(fmt.Sprintf("could not decode the stored SidecarSet: %v", err))
 		}
 		errs = append(errs, scsValidateUpdate(set, old)...)
+		if was, is := old.Annotations[wellknown.AnnotationSidecarSetBase], set.Annotations[wellknown.AnnotationSidecarSetBase]; was != "" && was != is {
+			errs = append(errs, field.Forbidden(field.NewPath("metadata", "annotations").Key(wellknown.AnnotationSidecarSetBase),
+				fmt.Sprintf("the base of a canary SidecarSet is immutable (it is %q); set it back, or create another canary", was)))
+		}
 	}
 	if len(errs) == 0 && a.sets != nil {
 		others, err := a.sets()
@@ -179,7 +184,7 @@ func (a *SidecarSetAdmission) Validate(ctx context.Context, req *admissionv1.Adm
 			klog.FromContext(ctx).Error(err, "List SidecarSets to check for conflicts", "sidecarset", set.Name)
 			return internalError(fmt.Sprintf("could not list the other SidecarSets to check for conflicting containers: %v; retry", err))
 		}
-		errs = a.scsConflicts(set, others)
+		errs = append(scsValidateCanary(set, others), a.scsConflicts(set, others)...)
 	}
 	if len(errs) > 0 {
 		msgs := make([]string, len(errs))
@@ -945,7 +950,7 @@ func (a *SidecarSetAdmission) scsConflicts(set *appsv1beta1.SidecarSet, others [
 	slices.SortFunc(others, func(x, y *appsv1beta1.SidecarSet) int { return cmp.Compare(x.Name, y.Name) })
 	var errs field.ErrorList
 	for _, o := range others {
-		if o.Name == set.Name || !scsPodSelectorsOverlap(set.Spec.Selector, o.Spec.Selector) || !a.scsNamespacesOverlap(set, o) {
+		if o.Name == set.Name || scsCanaryPair(set, o) || !scsPodSelectorsOverlap(set.Spec.Selector, o.Spec.Selector) || !a.scsNamespacesOverlap(set, o) {
 			continue
 		}
 		theirs := scsPodNames(o)
@@ -1415,4 +1420,47 @@ func scsCheckResourceExpr(expr, variable string) error {
 		return p.unexpected("an operator")
 	}
 	return nil
+}
+
+// scsCanaryPair reports whether one of the two SidecarSets is a canary of
+// the other: a pod both select gets the canary's sidecars instead of the
+// base's, so their containers do not conflict.
+func scsCanaryPair(x, y *appsv1beta1.SidecarSet) bool {
+	if base, ok := sidecarcontrol.CanaryBase(x); ok && base == y.Name {
+		return true
+	}
+	base, ok := sidecarcontrol.CanaryBase(y)
+	return ok && base == x.Name
+}
+
+// scsValidateCanary checks a canary SidecarSet (annotation
+// apps.kruise.io/sidecarset-canary "true"): it names its base in
+// apps.kruise.io/sidecarset-base, the base exists, is not itself and is
+// not a canary, and the canary does not update pods (NotUpdate): pods
+// move to or off it by being re-created.
+func scsValidateCanary(set *appsv1beta1.SidecarSet, others []*appsv1beta1.SidecarSet) field.ErrorList {
+	if set.Annotations[wellknown.AnnotationSidecarSetCanary] != "true" {
+		return nil
+	}
+	baseKey := field.NewPath("metadata", "annotations").Key(wellknown.AnnotationSidecarSetBase)
+	base := set.Annotations[wellknown.AnnotationSidecarSetBase]
+	switch {
+	case base == "":
+		return field.ErrorList{field.Required(baseKey, "a canary SidecarSet names the SidecarSet it is a canary of")}
+	case base == set.Name:
+		return field.ErrorList{field.Invalid(baseKey, base, "a canary SidecarSet cannot be its own base; name the SidecarSet it replaces on the pods it selects")}
+	}
+	var errs field.ErrorList
+	i := slices.IndexFunc(others, func(o *appsv1beta1.SidecarSet) bool { return o != nil && o.Name == base })
+	switch {
+	case i < 0:
+		errs = append(errs, field.NotFound(baseKey, base))
+	case others[i].Annotations[wellknown.AnnotationSidecarSetCanary] == "true":
+		errs = append(errs, field.Invalid(baseKey, base, "the base is itself a canary; name the SidecarSet it is a canary of"))
+	}
+	if set.Spec.UpdateStrategy.Type != appsv1beta1.NotUpdateSidecarSetStrategyType {
+		errs = append(errs, field.Invalid(field.NewPath("spec", "updateStrategy", "type"), set.Spec.UpdateStrategy.Type,
+			"a canary SidecarSet must not update pods: set NotUpdate (pods take the canary when they are created)"))
+	}
+	return errs
 }

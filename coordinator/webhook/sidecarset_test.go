@@ -21,6 +21,7 @@ import (
 
 	"github.com/shoal-io/shoal/protocol/apis/apps/pub"
 	"github.com/shoal-io/shoal/protocol/apis/apps/v1beta1"
+	"github.com/shoal-io/shoal/protocol/apis/wellknown"
 )
 
 // scsTestSet is a valid SidecarSet in the style of OpenKruise's docs, as
@@ -475,6 +476,38 @@ func TestValidateSidecarSetBadInput(t *testing.T) {
 			old:  func(s *v1beta1.SidecarSet) { s.Spec.Containers = s.Spec.Containers[:1] },
 			want: []string{`spec.containers[1].name: Forbidden: container "proxy" is not in the stored SidecarSet`, "(kruise#937)", "create a new SidecarSet for this container"}},
 
+		// canary SidecarSets
+		{name: "canary without a base",
+			change: func(s *v1beta1.SidecarSet) {
+				s.Annotations = map[string]string{wellknown.AnnotationSidecarSetCanary: "true"}
+				s.Spec.UpdateStrategy = v1beta1.SidecarSetUpdateStrategy{Type: v1beta1.NotUpdateSidecarSetStrategyType}
+			},
+			want: []string{"metadata.annotations[apps.kruise.io/sidecarset-base]: Required value"}},
+		{name: "canary of a SidecarSet that does not exist",
+			change: func(s *v1beta1.SidecarSet) {
+				s.Annotations = map[string]string{wellknown.AnnotationSidecarSetCanary: "true", wellknown.AnnotationSidecarSetBase: "nope"}
+				s.Spec.UpdateStrategy = v1beta1.SidecarSetUpdateStrategy{Type: v1beta1.NotUpdateSidecarSetStrategyType}
+			},
+			want: []string{`metadata.annotations[apps.kruise.io/sidecarset-base]: Not found: "nope"`}},
+		{name: "canary of a canary, and rolling",
+			change: func(s *v1beta1.SidecarSet) {
+				s.Annotations = map[string]string{wellknown.AnnotationSidecarSetCanary: "true", wellknown.AnnotationSidecarSetBase: "other"}
+			},
+			others: []*v1beta1.SidecarSet{scsOther("other", func(o *v1beta1.SidecarSet) {
+				o.Annotations = map[string]string{wellknown.AnnotationSidecarSetCanary: "true", wellknown.AnnotationSidecarSetBase: "x"}
+			})},
+			want: []string{"the base is itself a canary", "spec.updateStrategy.type", "must not update pods: set NotUpdate"}},
+		{name: "canary base changed",
+			change: func(s *v1beta1.SidecarSet) {
+				s.Annotations = map[string]string{wellknown.AnnotationSidecarSetCanary: "true", wellknown.AnnotationSidecarSetBase: "other"}
+				s.Spec.UpdateStrategy = v1beta1.SidecarSetUpdateStrategy{Type: v1beta1.NotUpdateSidecarSetStrategyType}
+			},
+			old: func(s *v1beta1.SidecarSet) {
+				s.Annotations = map[string]string{wellknown.AnnotationSidecarSetCanary: "true", wellknown.AnnotationSidecarSetBase: "before"}
+			},
+			others: []*v1beta1.SidecarSet{scsOther("other", nil)},
+			want:   []string{"metadata.annotations[apps.kruise.io/sidecarset-base]: Forbidden: the base of a canary SidecarSet is immutable"}},
+
 		// conflicts with other SidecarSets
 		{name: "container name used by another SidecarSet on the same pods",
 			others: []*v1beta1.SidecarSet{scsOther("other", func(o *v1beta1.SidecarSet) { o.Spec.Containers[0].Name = "sidecar1" })},
@@ -544,6 +577,12 @@ func TestValidateSidecarSetBadInput(t *testing.T) {
 func TestValidateSidecarSetAllowed(t *testing.T) {
 	for _, tc := range []scsCase{
 		{name: "full OpenKruise-doc-style SidecarSet with hot upgrade, transferEnv and allowed patchPodMetadata"},
+		{name: "canary of a base with the same container names",
+			change: func(s *v1beta1.SidecarSet) {
+				s.Annotations = map[string]string{wellknown.AnnotationSidecarSetCanary: "true", wellknown.AnnotationSidecarSetBase: "stable"}
+				s.Spec.UpdateStrategy = v1beta1.SidecarSetUpdateStrategy{Type: v1beta1.NotUpdateSidecarSetStrategyType}
+			},
+			others: []*v1beta1.SidecarSet{scsOther("stable", func(o *v1beta1.SidecarSet) { o.Spec.Containers[0].Name = "sidecar1" })}},
 		{name: "minimal SidecarSet, schemaless fields left empty", change: func(s *v1beta1.SidecarSet) {
 			*s = v1beta1.SidecarSet{
 				ObjectMeta: metav1.ObjectMeta{Name: "test-sidecarset"},

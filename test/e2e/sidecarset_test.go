@@ -864,6 +864,46 @@ func TestSidecarSetUpgrade(t *testing.T) {
 	})
 }
 
+// TestSidecarSetCanary covers OpenKruise's "inject pod sidecar with canary
+// sidecarSet" (v1beta1): a SidecarSet annotated as the canary of another
+// (apps.kruise.io/sidecarset-canary, -base) injects its sidecars, in place
+// of the base's, into the new pods it selects; the other pods get the
+// base's, and neither SidecarSet's container names conflict.
+func TestSidecarSetCanary(t *testing.T) {
+	t.Parallel()
+	s := newSCSTester(t)
+	ctx := t.Context()
+	base := s.baseSidecarSet()
+	base.Spec.InitContainers = nil
+	base.Spec.Containers = base.Spec.Containers[:1]
+	base = s.create(ctx, base)
+	canary := s.baseSidecarSet()
+	canary.Annotations = map[string]string{wellknown.AnnotationSidecarSetCanary: "true", wellknown.AnnotationSidecarSetBase: base.Name}
+	canary.Spec.InitContainers = nil
+	canary.Spec.Containers = slices.Clone(base.Spec.Containers)
+	canary.Spec.Containers[0].Image = s.f.Image("testserver:v2")
+	canary.Spec.Selector.MatchLabels["version"] = "canary"
+	canary.Spec.UpdateStrategy = v1beta1.SidecarSetUpdateStrategy{Type: v1beta1.NotUpdateSidecarSetStrategyType}
+	canary = s.create(ctx, canary)
+
+	stable, canaryDeploy := s.baseDeployment(1), s.baseDeployment(1)
+	stable.Name, canaryDeploy.Name = "stable", "canary"
+	stable.Spec.Template.Labels["version"], canaryDeploy.Spec.Template.Labels["version"] = "stable", "canary"
+	s.createDeployment(ctx, stable)
+	s.createDeployment(ctx, canaryDeploy)
+	for version, want := range map[string]struct{ image, set string }{
+		"stable": {s.f.Image("testserver:latest"), base.Name},
+		"canary": {s.f.Image("testserver:v2"), canary.Name},
+	} {
+		pods := s.pods(ctx, "app=sidecarset,version="+version)
+		require.Len(t, pods, 1)
+		require.Equal(t, want.image, pods[0].Spec.Containers[0].Image, "%s pod's sidecar", version)
+		require.Equal(t, want.set, pods[0].Annotations[wellknown.AnnotationSidecarSetInjectedList], "%s pod's SidecarSet", version)
+	}
+	s.waitStatus(ctx, base.Name, v1beta1.SidecarSetStatus{MatchedPods: 1, UpdatedPods: 1, ReadyPods: 1, UpdatedReadyPods: 1})
+	s.waitStatus(ctx, canary.Name, v1beta1.SidecarSetStatus{MatchedPods: 1, UpdatedPods: 1, ReadyPods: 1, UpdatedReadyPods: 1})
+}
+
 // waitPods waits until n pods match selector and done accepts them.
 func waitPods(ctx context.Context, t *testing.T, s *scsTester, selector string, n int, done func([]*corev1.Pod) bool) []*corev1.Pod {
 	t.Helper()

@@ -155,7 +155,7 @@ func (in injector) inject(pod *corev1.Pod, ns *corev1.Namespace, sets []*appsv1b
 	}
 	slices.SortFunc(ordered, func(a, b *appsv1beta1.SidecarSet) int { return cmp.Compare(a.Name, b.Name) })
 
-	var sources []*source
+	var matched []*appsv1beta1.SidecarSet
 	for _, set := range ordered {
 		if set.Spec.InjectionStrategy.Paused {
 			continue
@@ -164,7 +164,20 @@ func (in injector) inject(pod *corev1.Pod, ns *corev1.Namespace, sets []*appsv1b
 		if err != nil {
 			return nil, err
 		}
-		if !ok {
+		if ok {
+			matched = append(matched, set)
+		}
+	}
+	// A canary SidecarSet that selects the pod takes its base's place.
+	replaced := map[string]bool{}
+	for _, set := range matched {
+		if base, ok := CanaryBase(set); ok {
+			replaced[base] = true
+		}
+	}
+	var sources []*source
+	for _, set := range matched {
+		if replaced[set.Name] {
 			continue
 		}
 		src, err := in.pick(set, pod, revs)
@@ -662,4 +675,16 @@ func mergeSecrets(pod, extra []corev1.LocalObjectReference) []corev1.LocalObject
 		}
 	}
 	return pod
+}
+
+// CanaryBase returns the SidecarSet set is a canary of: the value of its
+// apps.kruise.io/sidecarset-base annotation when its
+// apps.kruise.io/sidecarset-canary annotation is "true". A pod that both
+// select gets the canary's sidecars instead of the base's.
+func CanaryBase(set *appsv1beta1.SidecarSet) (string, bool) {
+	if set.Annotations[wellknown.AnnotationSidecarSetCanary] != "true" {
+		return "", false
+	}
+	base := set.Annotations[wellknown.AnnotationSidecarSetBase]
+	return base, base != "" && base != set.Name
 }

@@ -498,3 +498,35 @@ func TestInjectRevision(t *testing.T) {
 		})
 	}
 }
+
+func TestInjectCanary(t *testing.T) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns1"}}
+	base := newSet("mesh", sidecar("proxy", "proxy:1"))
+	canary := newSet("mesh-canary", sidecar("proxy", "proxy:2"))
+	canary.Spec.Selector.MatchLabels["canary"] = "true"
+	canary.Annotations = map[string]string{wellknown.AnnotationSidecarSetCanary: "true", wellknown.AnnotationSidecarSetBase: "mesh"}
+	for _, tc := range []struct {
+		name  string
+		pod   func(*corev1.Pod)
+		want  []string
+		image string
+	}{
+		{"a pod the canary selects gets the canary's sidecar", func(p *corev1.Pod) { p.Labels["canary"] = "true" }, []string{"mesh-canary"}, "proxy:2"},
+		{"any other pod gets the base's", func(*corev1.Pod) {}, []string{"mesh"}, "proxy:1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := newPod()
+			tc.pod(pod)
+			got, err := Inject(pod, ns, []*appsv1beta1.SidecarSet{base, canary}, nil, testNow)
+			require.NoError(t, err, "a canary and its base may inject containers of the same name")
+			require.Equal(t, tc.want, got)
+			require.Equal(t, tc.image, container(pod.Spec.Containers, "proxy").Image)
+		})
+	}
+	notCanary := canary.DeepCopy()
+	notCanary.Annotations[wellknown.AnnotationSidecarSetCanary] = "false"
+	pod := newPod()
+	pod.Labels["canary"] = "true"
+	_, err := Inject(pod, ns, []*appsv1beta1.SidecarSet{base, notCanary}, nil, testNow)
+	require.ErrorContains(t, err, `both inject a container named "proxy"`, "without the canary annotation the names conflict")
+}
