@@ -146,7 +146,7 @@ func Run(ctx context.Context, o Options) error {
 	// a Job pod's main container exits (the poll stays as a fallback).
 	events := &cri.Events{}
 	// PodProbeMarker probes: one runner for every probed pod of the node.
-	probeRunner := probes.New(probes.CRIRuntime(rt.get), probes.WithRegisterer(reg))
+	probeRunner := probes.New(probes.CRIRuntime(rt.get, events), probes.WithRegisterer(reg))
 	probeWork := work.NewProbe(probeRunner, nil)
 	runner := work.New(store, map[string]work.Handler{
 		nodework.KindNoop:             work.Noop{},

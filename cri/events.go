@@ -26,6 +26,26 @@ type Events struct {
 	subs map[string]map[*subscription]struct{}
 	// connected is true while a stream is open.
 	connected bool
+	// epoch counts the stream's openings and closings: events may be lost
+	// across one, so a Token taken before it is stale.
+	epoch uint64
+	// changes counts the events seen per pod UID since the epoch began.
+	changes map[string]uint64
+}
+
+// maxTrackedPods bounds the pods whose changes Events counts; past it the
+// counts start over in a new epoch (every Token goes stale once).
+const maxTrackedPods = 4096
+
+// Token returns a value that changes whenever a container of the pod with
+// UID podUID may have changed, and whether the event stream is open (a
+// token is only meaningful while it is). A component that caches what it
+// read of a pod's containers keeps the token it took before reading and
+// trusts the cache while Token still returns it.
+func (e *Events) Token(podUID string) (token [2]uint64, connected bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return [2]uint64{e.epoch, e.changes[podUID]}, e.connected
 }
 
 // subscription is one subscriber's wake-up channel.
@@ -75,6 +95,11 @@ func (e *Events) Connected() bool {
 func (e *Events) notify(podUID string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.changes == nil || len(e.changes) >= maxTrackedPods {
+		e.changes = map[string]uint64{}
+		e.epoch++
+	}
+	e.changes[podUID]++
 	for s := range e.subs[podUID] {
 		select {
 		case s.wake <- struct{}{}:
@@ -150,12 +175,14 @@ func (e *Events) stream(ctx context.Context, runtime func() (*Runtime, error)) e
 		done <- rt.rs.GetContainerEvents(sctx, ch, func(runtimeapi.RuntimeService_GetContainerEventsClient) {
 			e.mu.Lock()
 			e.connected = true
+			e.epoch++
 			e.mu.Unlock()
 		})
 	}()
 	defer func() {
 		e.mu.Lock()
 		e.connected = false
+		e.epoch++
 		e.mu.Unlock()
 	}()
 	for {

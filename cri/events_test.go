@@ -121,3 +121,17 @@ func TestEventsRun(t *testing.T) {
 		require.NoError(t, <-done)
 	})
 }
+
+func TestEventsToken(t *testing.T) {
+	var e cri.Events
+	before, connected := e.Token("uid-web")
+	require.False(t, connected, "no stream yet")
+	other, _ := e.Token("uid-db")
+	e.Handle(&runtimeapi.ContainerEventResponse{PodSandboxStatus: &runtimeapi.PodSandboxStatus{Metadata: &runtimeapi.PodSandboxMetadata{Uid: "uid-web"}}})
+	after, _ := e.Token("uid-web")
+	require.NotEqual(t, before, after, "an event of the pod changes its token")
+	again, _ := e.Token("uid-web")
+	require.Equal(t, after, again, "no event, same token")
+	now, _ := e.Token("uid-db")
+	require.NotEqual(t, other, now, "the first event starts an epoch: earlier tokens of every pod go stale")
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -22,16 +23,72 @@ import (
 // (cri.Runtime.LatestContainer). ExecSync runs through cri.Runtime.ExecSync:
 // a non-zero exit is an exit code, not an error, and the CRI client's
 // timeout (or a gRPC DeadlineExceeded) becomes ErrExecTimeout.
-func CRIRuntime(get func() (*cri.Runtime, error)) Runtime {
-	return criRuntime{get: get}
+//
+// With events (the agent's cri.Events), ContainerOf answers from a cache
+// while the event stream is open and reports no change of the pod's
+// containers since the cached read (and for at most lookupMaxAge): a
+// lookup is two CRI calls, which cost tcp and http probes most of their
+// CPU (make bench-probecost). A container that starts, stops or restarts
+// sends an event, so a restart still resets the probe at once.
+func CRIRuntime(get func() (*cri.Runtime, error), events *cri.Events) Runtime {
+	return &criRuntime{get: get, events: events, clock: time.Now, cache: map[cacheKey]cachedContainer{}}
 }
 
+// lookupMaxAge bounds how long a cached container lookup is trusted even
+// when no event came (a lost event is then noticed this late at worst).
+const lookupMaxAge = time.Minute
+
 type criRuntime struct {
-	get func() (*cri.Runtime, error)
+	get    func() (*cri.Runtime, error)
+	events *cri.Events
+	clock  func() time.Time
+
+	mu    sync.Mutex
+	cache map[cacheKey]cachedContainer
+}
+
+type cacheKey struct{ podUID, container string }
+
+// cachedContainer is a lookup's answer, the events token taken before it,
+// and when it was made.
+type cachedContainer struct {
+	c     Container
+	token [2]uint64
+	at    time.Time
 }
 
 // ContainerOf implements Runtime.
-func (c criRuntime) ContainerOf(ctx context.Context, podUID, container string) (Container, error) {
+func (c *criRuntime) ContainerOf(ctx context.Context, podUID, container string) (Container, error) {
+	if c.events == nil {
+		return c.lookup(ctx, podUID, container)
+	}
+	key := cacheKey{podUID, container}
+	token, connected := c.events.Token(podUID)
+	now := c.clock()
+	c.mu.Lock()
+	hit, ok := c.cache[key]
+	c.mu.Unlock()
+	if connected && ok && hit.token == token && now.Sub(hit.at) < lookupMaxAge {
+		return hit.c, nil
+	}
+	got, err := c.lookup(ctx, podUID, container)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil || !connected {
+		delete(c.cache, key)
+		return got, err
+	}
+	for k, v := range c.cache { // drop what nobody asked for lately
+		if now.Sub(v.at) >= lookupMaxAge {
+			delete(c.cache, k)
+		}
+	}
+	c.cache[key] = cachedContainer{c: got, token: token, at: now}
+	return got, nil
+}
+
+// lookup reads the container from the runtime.
+func (c *criRuntime) lookup(ctx context.Context, podUID, container string) (Container, error) {
 	rt, err := c.get()
 	if err != nil {
 		return Container{}, fmt.Errorf("container %q of pod %s: no container runtime: %w", container, podUID, err)
@@ -54,7 +111,7 @@ func (c criRuntime) ContainerOf(ctx context.Context, podUID, container string) (
 }
 
 // ExecSync implements Runtime.
-func (c criRuntime) ExecSync(ctx context.Context, containerID string, cmd []string, timeout time.Duration) ([]byte, []byte, int32, error) {
+func (c *criRuntime) ExecSync(ctx context.Context, containerID string, cmd []string, timeout time.Duration) ([]byte, []byte, int32, error) {
 	rt, err := c.get()
 	if err != nil {
 		return nil, nil, 0, fmt.Errorf("exec in container %s: no container runtime: %w", containerID, err)

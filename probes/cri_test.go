@@ -34,7 +34,7 @@ type criHarness struct {
 
 func newCRIHarness(t *testing.T) probestest.Harness {
 	f := critest.NewHooked(t)
-	return &criHarness{t: t, f: f, rt: probes.CRIRuntime(func() (*cri.Runtime, error) { return f.Runtime, nil }), sbs: map[string]critest.Sandbox{}}
+	return &criHarness{t: t, f: f, rt: probes.CRIRuntime(func() (*cri.Runtime, error) { return f.Runtime, nil }, nil), sbs: map[string]critest.Sandbox{}}
 }
 
 func (h *criHarness) Runtime() probes.Runtime { return h.rt }
@@ -87,7 +87,7 @@ func TestCRIRuntimeConformance(t *testing.T) {
 }
 
 func TestCRIRuntimeNoRuntime(t *testing.T) {
-	rt := probes.CRIRuntime(func() (*cri.Runtime, error) { return nil, errors.New("not connected") })
+	rt := probes.CRIRuntime(func() (*cri.Runtime, error) { return nil, errors.New("not connected") }, nil)
 	_, err := rt.ContainerOf(t.Context(), "u", "app")
 	require.ErrorContains(t, err, "not connected")
 	require.NotErrorIs(t, err, probes.ErrContainerNotFound)
@@ -119,7 +119,7 @@ func TestCRIRuntimeOverGRPC(t *testing.T) {
 	crt, err := cri.Connect(ctx, cri.Endpoint{Name: cri.RuntimeContainerd, Address: "unix://" + sock}, 5*time.Second)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, crt.Close(context.Background())) })
-	rt := probes.CRIRuntime(func() (*cri.Runtime, error) { return crt, nil })
+	rt := probes.CRIRuntime(func() (*cri.Runtime, error) { return crt, nil }, nil)
 
 	fill := &critest.Fake{RuntimeService: srv.RuntimeService, ImageService: srv.ImageService}
 	sb := fill.AddSandbox(critest.Sandbox{Namespace: "default", Name: "web", UID: "u1"})
@@ -148,4 +148,36 @@ func TestCRIRuntimeOverGRPC(t *testing.T) {
 	_, _, _, err = rt.ExecSync(ctx, c.ID, []string{"true"}, time.Second)
 	require.Error(t, err)
 	require.NotErrorIs(t, err, probes.ErrExecTimeout)
+}
+
+// TestCRIRuntimeCachesLookupsBetweenEvents: with the runtime's event
+// stream open, a second lookup of an unchanged container makes no CRI call;
+// a restart (an event) makes the next lookup read the new container.
+func TestCRIRuntimeCachesLookupsBetweenEvents(t *testing.T) {
+	f := critest.NewHooked(t)
+	sb := f.AddSandbox(critest.Sandbox{Namespace: "default", Name: "web", UID: "uid-web"})
+	c := f.AddContainer(sb, critest.Container{Name: "app", State: runtimeapi.ContainerState_CONTAINER_RUNNING, StartedAt: time.Now().Add(-time.Minute)})
+	get := func() (*cri.Runtime, error) { return f.Runtime, nil }
+	var events cri.Events
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- events.Run(ctx, get) }()
+	t.Cleanup(func() { cancel(); <-done })
+	require.Eventually(t, events.Connected, 10*time.Second, time.Millisecond)
+
+	rt := probes.CRIRuntime(get, &events)
+	first, err := rt.ContainerOf(ctx, "uid-web", "app")
+	require.NoError(t, err)
+	require.Equal(t, c.ID, first.ID)
+	calls := f.CallCount("ListContainers")
+	again, err := rt.ContainerOf(ctx, "uid-web", "app")
+	require.NoError(t, err)
+	require.Equal(t, first, again)
+	require.Equal(t, calls, f.CallCount("ListContainers"), "an unchanged container is answered from the cache")
+
+	next := f.Restart(c.ID, runtimeapi.ContainerState_CONTAINER_RUNNING)
+	require.Eventually(t, func() bool {
+		got, err := rt.ContainerOf(ctx, "uid-web", "app")
+		return err == nil && got.ID == next
+	}, 10*time.Second, time.Millisecond, "the restart's event invalidates the cache")
 }
