@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -60,4 +61,23 @@ func (r *Runtime) LatestContainer(ctx context.Context, podUID, name string) (c C
 	c.Reason = st.GetReason()
 	c.Message = st.GetMessage()
 	return c, true, nil
+}
+
+// ContainerRunning reports whether the container with CRI id id runs, and
+// since when: one ContainerStatus call, for a caller that knows the
+// container already and only checks it is still the same instance,
+// running (a restart is a new container id; the old one reads exited).
+func (r *Runtime) ContainerRunning(ctx context.Context, id string) (running bool, startedAt time.Time, err error) {
+	resp, err := r.rs.ContainerStatus(ctx, id, false)
+	if err != nil {
+		return false, time.Time{}, fmt.Errorf("status of container %s: %w", id, err)
+	}
+	st := resp.GetStatus()
+	if st == nil {
+		return false, time.Time{}, errors.New("status of container " + id + ": the runtime returned no status")
+	}
+	if t := st.GetStartedAt(); t != 0 {
+		startedAt = nanosToTime(t)
+	}
+	return containerState(st.GetState()) == ContainerRunning, startedAt, nil
 }

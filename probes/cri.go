@@ -24,12 +24,12 @@ import (
 // a non-zero exit is an exit code, not an error, and the CRI client's
 // timeout (or a gRPC DeadlineExceeded) becomes ErrExecTimeout.
 //
-// With events (the agent's cri.Events), ContainerOf answers from a cache
-// while the event stream is open and reports no change of the pod's
-// containers since the cached read (and for at most lookupMaxAge): a
-// lookup is two CRI calls, which cost tcp and http probes most of their
-// CPU (make bench-probecost). A container that starts, stops or restarts
-// sends an event, so a restart still resets the probe at once.
+// A full lookup is two CRI calls (list, then status), which cost tcp and
+// http probes most of their CPU (make bench-probecost), so ContainerOf
+// remembers the container it found: with events (the agent's cri.Events)
+// and the stream open, it answers from memory while no event came for the
+// pod; without, it checks the remembered container with one status call.
+// A restart is a new container, so it is still seen at the next probe.
 func CRIRuntime(get func() (*cri.Runtime, error), events *cri.Events) Runtime {
 	return &criRuntime{get: get, events: events, clock: time.Now, cache: map[cacheKey]cachedContainer{}}
 }
@@ -57,24 +57,38 @@ type cachedContainer struct {
 	at    time.Time
 }
 
-// ContainerOf implements Runtime.
+// ContainerOf implements Runtime. A container it found running before is
+// trusted without a call while the runtime's event stream (when there is
+// one) shows no change of the pod, and otherwise checked with a single
+// ContainerStatus (still running, same start: still the same instance);
+// it is looked up in full when that fails, and at least every
+// lookupMaxAge.
 func (c *criRuntime) ContainerOf(ctx context.Context, podUID, container string) (Container, error) {
-	if c.events == nil {
-		return c.lookup(ctx, podUID, container)
-	}
 	key := cacheKey{podUID, container}
-	token, connected := c.events.Token(podUID)
+	var token [2]uint64
+	connected := false
+	if c.events != nil {
+		token, connected = c.events.Token(podUID)
+	}
 	now := c.clock()
 	c.mu.Lock()
 	hit, ok := c.cache[key]
 	c.mu.Unlock()
-	if connected && ok && hit.token == token && now.Sub(hit.at) < lookupMaxAge {
-		return hit.c, nil
+	if ok && now.Sub(hit.at) < lookupMaxAge && hit.c.Running {
+		if connected && hit.token == token {
+			return hit.c, nil
+		}
+		if rt, err := c.get(); err == nil {
+			running, startedAt, err := rt.ContainerRunning(ctx, hit.c.ID)
+			if err == nil && running && startedAt.Equal(hit.c.StartedAt) {
+				return hit.c, nil
+			}
+		}
 	}
 	got, err := c.lookup(ctx, podUID, container)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err != nil || !connected {
+	if err != nil {
 		delete(c.cache, key)
 		return got, err
 	}

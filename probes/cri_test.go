@@ -181,3 +181,27 @@ func TestCRIRuntimeCachesLookupsBetweenEvents(t *testing.T) {
 		return err == nil && got.ID == next
 	}, 10*time.Second, time.Millisecond, "the restart's event invalidates the cache")
 }
+
+// TestCRIRuntimeChecksRememberedContainer: without an event stream, a
+// lookup of a container found running before costs one status call and
+// no list; after a restart the next lookup finds the new instance.
+func TestCRIRuntimeChecksRememberedContainer(t *testing.T) {
+	f := critest.NewHooked(t)
+	sb := f.AddSandbox(critest.Sandbox{Namespace: "default", Name: "web", UID: "uid-web"})
+	c := f.AddContainer(sb, critest.Container{Name: "app", State: runtimeapi.ContainerState_CONTAINER_RUNNING, StartedAt: time.Now().Add(-time.Minute)})
+	rt := probes.CRIRuntime(func() (*cri.Runtime, error) { return f.Runtime, nil }, nil)
+	ctx := t.Context()
+	first, err := rt.ContainerOf(ctx, "uid-web", "app")
+	require.NoError(t, err)
+	lists, statuses := f.CallCount("ListContainers"), f.CallCount("ContainerStatus")
+	again, err := rt.ContainerOf(ctx, "uid-web", "app")
+	require.NoError(t, err)
+	require.Equal(t, first, again)
+	require.Equal(t, lists, f.CallCount("ListContainers"), "no list for a remembered container")
+	require.Equal(t, statuses+1, f.CallCount("ContainerStatus"), "one status call")
+
+	next := f.Restart(c.ID, runtimeapi.ContainerState_CONTAINER_RUNNING)
+	got, err := rt.ContainerOf(ctx, "uid-web", "app")
+	require.NoError(t, err)
+	require.Equal(t, next, got.ID, "the restart is seen at once")
+}
