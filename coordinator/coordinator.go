@@ -6,6 +6,7 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -120,12 +121,17 @@ type Options struct {
 	Profiling bool
 	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// KubeAPIQPS and KubeAPIBurst bound the coordinator's requests to the
+	// apiserver (0: 50 and 100). Events go through a client of their own
+	// with the same bounds, so they never delay the writes that matter.
+	KubeAPIQPS   float32
+	KubeAPIBurst int
 }
 
 // Run runs the coordinator until ctx ends.
 func Run(ctx context.Context, o Options) error {
 	log := klog.FromContext(ctx)
-	cfg, err := restConfig(o.Kubeconfig)
+	cfg, err := restConfig(o.Kubeconfig, o.KubeAPIQPS, o.KubeAPIBurst)
 	if err != nil {
 		return err
 	}
@@ -190,7 +196,12 @@ func Run(ctx context.Context, o Options) error {
 	if err := errors.Join(kubescheme.AddToScheme(scheme), shoalscheme.AddToScheme(scheme)); err != nil {
 		return fmt.Errorf("event scheme: %w", err)
 	}
-	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
+	// Events have a client (and rate limiter) of their own.
+	eventClient, err := kubernetes.NewForConfig(rest.CopyConfig(cfg))
+	if err != nil {
+		return fmt.Errorf("kubernetes client for events: %w", err)
+	}
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: eventClient.EventsV1()})
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme, "shoal-coordinator")
 
@@ -728,7 +739,7 @@ func setLeaderLabel(ctx context.Context, client kubernetes.Interface, ns, pod st
 	return nil
 }
 
-func restConfig(kubeconfig string) (*rest.Config, error) {
+func restConfig(kubeconfig string, qps float32, burst int) (*rest.Config, error) {
 	var cfg *rest.Config
 	var err error
 	if kubeconfig == "" {
@@ -739,7 +750,7 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client config (in-cluster, or --kubeconfig): %w", err)
 	}
-	cfg.QPS, cfg.Burst = 50, 100
+	cfg.QPS, cfg.Burst = cmp.Or(qps, 50), cmp.Or(burst, 100)
 	cfg.UserAgent = "shoal-coordinator"
 	return cfg, nil
 }

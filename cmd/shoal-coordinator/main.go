@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -56,6 +57,15 @@ func run(ctx context.Context, args []string) error {
 	fs.DurationVar(&o.LeaseDuration, "leader-lease-duration", 15*time.Second, "leader lease duration")
 	fs.DurationVar(&o.RenewDeadline, "leader-renew-deadline", 10*time.Second, "leader renew deadline")
 	fs.DurationVar(&o.RetryPeriod, "leader-retry-period", 2*time.Second, "leader election retry period")
+	fs.Func("kube-api-qps", "requests per second to the apiserver, sustained (default 50; events have their own budget of the same size)", func(v string) error {
+		f, err := strconv.ParseFloat(v, 32)
+		if err != nil || f <= 0 {
+			return fmt.Errorf("want a positive number, got %q", v)
+		}
+		o.KubeAPIQPS = float32(f)
+		return nil
+	})
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", 100, "requests to the apiserver allowed in a burst above --kube-api-qps")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

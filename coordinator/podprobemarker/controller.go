@@ -24,7 +24,6 @@ package podprobemarker
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -33,6 +32,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -97,6 +97,10 @@ type written struct {
 // writtenTTL bounds how long a sent update suppresses the same one.
 const writtenTTL = 30 * time.Second
 
+// matchedPodsDelay is how long after a pod change a marker's matchedPods
+// is counted again.
+const matchedPodsDelay = time.Second
+
 // New returns a controller over the informers and registers its report
 // handler on the store (before the node-work server starts); Run starts
 // it.
@@ -111,8 +115,8 @@ func New(o Options) (*Controller, error) {
 		placed:  map[string]string{}, written: map[string]written{},
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shoal_coordinator_podprobe_pod_writes_total",
-			Help: "Pod patches made to show PodProbeMarker probe states, by part (metadata, status) and result.",
-		}, []string{"part", "result"}),
+			Help: "Pod patches made to show PodProbeMarker probe states (one per pod change: conditions, labels and annotations together), by result.",
+		}, []string{"result"}),
 		changes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shoal_coordinator_podprobe_state_changes_total",
 			Help: "Probe states reported by agents that differ from what the pod showed, by state.",
@@ -155,8 +159,12 @@ func New(o Options) (*Controller, error) {
 		if placed || len(markers) > 0 {
 			c.pods.Add(key)
 		}
-		for _, m := range markers {
-			syncloop.Enqueue(c.markers, m) // matchedPods
+		for _, obj := range markers {
+			// matchedPods: a second later, so that a burst of pod changes
+			// costs one recount.
+			if m, ok := obj.(*v1alpha1.PodProbeMarker); ok {
+				c.markers.AddAfter(m.Namespace+"/"+m.Name, matchedPodsDelay)
+			}
 		}
 	}
 	for _, h := range []struct {
@@ -304,15 +312,11 @@ func (c *Controller) forget(key string) {
 // copy of the pod a moment ago (the informer has not shown it yet).
 func (c *Controller) write(ctx context.Context, pod *corev1.Pod, u *podUpdate) error {
 	key := pod.Namespace + "/" + pod.Name
-	meta, err := u.metadataPatch(string(pod.UID))
+	patch, err := u.patch(string(pod.UID))
 	if err != nil {
 		return err
 	}
-	status, err := u.statusPatch(string(pod.UID))
-	if err != nil {
-		return err
-	}
-	fingerprint := string(meta) + "\n" + string(status)
+	fingerprint := string(patch)
 	now := c.o.Clock.Now()
 	c.mu.Lock()
 	w, ok := c.written[key]
@@ -323,24 +327,10 @@ func (c *Controller) write(ctx context.Context, pod *corev1.Pod, u *podUpdate) e
 	for _, cond := range u.conditions {
 		c.changes.WithLabelValues(string(cond.Status)).Inc()
 	}
-	pods := c.o.Client.CoreV1().Pods(pod.Namespace)
-	var errs []error
-	if meta != nil {
-		_, err := pods.Patch(ctx, pod.Name, types.MergePatchType, meta, metav1.PatchOptions{})
-		c.count("metadata", err)
-		if err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("patch the marker labels and annotations of pod %s: %w", key, err))
-		}
-	}
-	if status != nil {
-		_, err := pods.Patch(ctx, pod.Name, types.StrategicMergePatchType, status, metav1.PatchOptions{}, "status")
-		c.count("status", err)
-		if err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("patch the probe conditions of pod %s: %w", key, err))
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return err
+	_, err = c.o.Client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	c.count(err)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("patch the probe states of pod %s: %w", key, err)
 	}
 	c.mu.Lock()
 	c.written[key] = written{resourceVersion: pod.ResourceVersion, update: fingerprint, at: now}
@@ -351,12 +341,12 @@ func (c *Controller) write(ctx context.Context, pod *corev1.Pod, u *podUpdate) e
 	return nil
 }
 
-func (c *Controller) count(part string, err error) {
+func (c *Controller) count(err error) {
 	result := "ok"
 	if err != nil {
 		result = "error"
 	}
-	c.writes.WithLabelValues(part, result).Inc()
+	c.writes.WithLabelValues(result).Inc()
 }
 
 // syncMarker keeps a PodProbeMarker's finalizer and matchedPods. A marker
@@ -398,10 +388,12 @@ func (c *Controller) syncMarker(ctx context.Context, key string) (time.Duration,
 		}
 	}
 	var matched int64
-	pods, _ := c.o.Pods.GetIndexer().ByIndex(cache.NamespaceIndex, m.Namespace)
-	for _, obj := range pods {
-		if pod := obj.(*corev1.Pod); eligible(pod) && selects(m, pod) {
-			matched++
+	if sel, err := metav1.LabelSelectorAsSelector(m.Spec.Selector); err == nil && !sel.Empty() {
+		pods, _ := c.o.Pods.GetIndexer().ByIndex(cache.NamespaceIndex, m.Namespace)
+		for _, obj := range pods {
+			if pod := obj.(*corev1.Pod); sel.Matches(labels.Set(pod.Labels)) && eligible(pod) {
+				matched++
+			}
 		}
 	}
 	if m.Status.MatchedPods == matched && m.Status.ObservedGeneration == m.Generation {

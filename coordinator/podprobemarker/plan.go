@@ -264,12 +264,13 @@ func condition(pod *corev1.Pod, t corev1.PodConditionType, state v1alpha1.ProbeS
 	return c, !same
 }
 
-// metadataPatch is the merge patch of a podUpdate's labels and
-// annotations (nil when there are none).
-func (u *podUpdate) metadataPatch(uid string) ([]byte, error) {
-	if len(u.labels) == 0 && len(u.annotations) == 0 {
-		return nil, nil
-	}
+// patch is the strategic merge patch of a podUpdate, for the pods/status
+// subresource: the conditions (merged by type) and the labels and
+// annotations (a null removes a key; the status subresource of a pod
+// keeps metadata changes), with the pod's UID as a precondition. One
+// request per pod change: the coordinator's API budget decides how fast a
+// flip of many pods shows (make bench-probes).
+func (u *podUpdate) patch(uid string) ([]byte, error) {
 	meta := map[string]any{"uid": uid}
 	if len(u.labels) > 0 {
 		meta["labels"] = u.labels
@@ -277,29 +278,21 @@ func (u *podUpdate) metadataPatch(uid string) ([]byte, error) {
 	if len(u.annotations) > 0 {
 		meta["annotations"] = u.annotations
 	}
-	return json.Marshal(map[string]any{"metadata": meta})
-}
-
-// statusPatch is the strategic merge patch of a podUpdate's conditions
-// (merged by type), nil when there are none.
-func (u *podUpdate) statusPatch(uid string) ([]byte, error) {
-	if len(u.conditions) == 0 {
-		return nil, nil
+	body := map[string]any{"metadata": meta}
+	if len(u.conditions) > 0 {
+		// Each condition names every field: a strategic merge keeps the
+		// fields a patch leaves out, and an empty message (a probe that
+		// succeeded silently) must clear the last failure's.
+		conds := make([]map[string]any, 0, len(u.conditions))
+		for _, c := range u.conditions {
+			conds = append(conds, map[string]any{
+				"type": c.Type, "status": c.Status, "message": c.Message,
+				"lastProbeTime": c.LastProbeTime, "lastTransitionTime": c.LastTransitionTime,
+			})
+		}
+		body["status"] = map[string]any{"conditions": conds}
 	}
-	// Each condition names every field: a strategic merge keeps the
-	// fields a patch leaves out, and an empty message (a probe that
-	// succeeded silently) must clear the last failure's.
-	conds := make([]map[string]any, 0, len(u.conditions))
-	for _, c := range u.conditions {
-		conds = append(conds, map[string]any{
-			"type": c.Type, "status": c.Status, "message": c.Message,
-			"lastProbeTime": c.LastProbeTime, "lastTransitionTime": c.LastTransitionTime,
-		})
-	}
-	return json.Marshal(map[string]any{
-		"metadata": map[string]any{"uid": uid},
-		"status":   map[string]any{"conditions": conds},
-	})
+	return json.Marshal(body)
 }
 
 // describe is the Event text of a podUpdate.

@@ -152,7 +152,7 @@ func TestChangesFirstMarkerOwnsCondition(t *testing.T) {
 
 func TestStatusPatchClearsTheMessage(t *testing.T) {
 	u := &podUpdate{conditions: []corev1.PodCondition{{Type: "game.io/idle", Status: corev1.ConditionTrue}}}
-	raw, err := u.statusPatch("uid-0")
+	raw, err := u.patch("uid-0")
 	require.NoError(t, err)
 	var patch struct {
 		Status struct {
