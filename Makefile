@@ -30,7 +30,7 @@ SHOAL_REGISTRY ?= 172.31.250.1:5000
 IMAGE_TAG ?= dev
 
 .PHONY: help build test test-unit test-e2e e2e e2e-kind verify generate up clean clean-cache \
-	cluster-up cluster-down cluster-env images deploy bench-nodework bench-imagepull bench-p2p bench-agent bench-crr bench-rollout bench-daemonset bench-distribution bench-pub $(SHOAL_CLUSTER)
+	cluster-up cluster-down cluster-env images deploy bench-nodework bench-imagepull bench-probes bench-p2p bench-agent bench-crr bench-rollout bench-daemonset bench-distribution bench-pub bench-probecost $(SHOAL_CLUSTER)
 
 help: ## List the targets.
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
@@ -90,6 +90,9 @@ bench-nodework: ## Node-work benchmark: 1,000 simulated agents against one coord
 bench-imagepull: ## ImagePullJob benchmark: one job over 1,000 simulated agents; dispatch, completion, API writes, coordinator CPU and memory.
 	SHOAL_BENCH=imagepull hack/bench-nodework.sh
 
+bench-probes: ## PodProbeMarker benchmark: 10,000 pods on 1,000 simulated agents against a real apiserver; steady-state pod writes, flip latency, coordinator CPU and RSS.
+	SHOAL_BENCH=probes hack/bench-nodework.sh
+
 bench-p2p: ## Image swarm benchmark: 16 agent processes warm a 256 MiB image; swarm vs spegel-like vs naive, 4 scenarios (about half an hour).
 	hack/bench-p2p.sh
 
@@ -107,6 +110,9 @@ bench-pub: ## Pod DELETE admission latency through the PodUnavailableBudget webh
 
 bench-distribution: ## ResourceDistribution of a Secret to 500 namespaces and one change: time against client writers, API writes per namespace.
 	hack/bench-distribution.sh
+
+bench-probecost: ## Agent CPU per PodProbeMarker probe (tcp, http, exec) against a private containerd's real containers; exec against bare runc exec.
+	hack/bench-probecost.sh
 
 bench-agent: ## Idle RSS and CPU of the agents on the running local cluster (60 s window).
 	hack/agent-footprint.sh

@@ -8,11 +8,22 @@
 # benchmark instead: one job over every node per parallelism, with the real
 # controller and status writer in the coordinator child; it prints one
 # "RESULT bench=imagepull ..." line per job.
+# SHOAL_BENCH=probes (`make bench-probes`) runs the PodProbeMarker benchmark:
+# etcd and kube-apiserver (the local cluster's binaries) started by the test,
+# 10 pods per node, the real controller in the coordinator child; it prints
+# one "RESULT bench=probes ..." line (about 5 minutes at full size).
 #   hack/bench-nodework.sh                        1,000 agents, 5 rounds
 #   SHOAL_BENCH_AGENTS=200 hack/bench-nodework.sh fewer agents
 #   SHOAL_BENCH_ROUNDS=10                         more delivery rounds
 #   SHOAL_BENCH_PARALLELISM=all,50,10             imagepull: the jobs' parallelism
 #   SHOAL_BENCH_PULL_SECONDS=5                    imagepull: longer simulated pulls
+#   SHOAL_BENCH_PODS_PER_AGENT=10                 probes: pods per node
+#   SHOAL_BENCH_STEADY_SECONDS=60                 probes: the steady-state window
+#   SHOAL_BENCH_FLIP_PERCENT=10                   probes: pods whose probe fails at once
+#   SHOAL_BENCH_CONVERGE_RATE=500/1000            probes: coordinator client qps/burst
+#                                                 for the initial convergence
+#   SHOAL_BENCH_CLIENT_RATE=50/100                probes: ... for the steady state and
+#                                                 the flip (production's rate)
 #   SHOAL_BENCH_STATE_DIR=/dev/shm                agents' state dirs on tmpfs
 #                                                 (default: the test's temp dir)
 # Extra arguments go to `go test`, e.g. `-args -agents=500`.
@@ -33,6 +44,7 @@ fi
 case "${SHOAL_BENCH:-nodework}" in
   nodework) test=TestNodeWorkBenchmark ;;
   imagepull) test=TestImagePullBenchmark ;;
-  *) echo "SHOAL_BENCH=$SHOAL_BENCH: want nodework or imagepull" >&2; exit 2 ;;
+  probes) test=TestProbesBenchmark ;;
+  *) echo "SHOAL_BENCH=$SHOAL_BENCH: want nodework, imagepull or probes" >&2; exit 2 ;;
 esac
 exec go test -tags bench -run "$test" -count=1 -timeout "${TIMEOUT:-30m}" -v ./test/bench/nodework/ "$@"

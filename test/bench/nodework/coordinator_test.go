@@ -91,6 +91,13 @@ func coordinatorMain() error {
 		}
 		pb.routes(mux)
 	}
+	if os.Getenv(modeEnv) == modeProbes {
+		pb, err := startProbeBench(ctx, c)
+		if err != nil {
+			return err
+		}
+		pb.routes(c, mux)
+	}
 	ctl := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 
 	errc := make(chan error, 2)
