@@ -40,6 +40,7 @@ var serialTests = []string{
 	"TestImageSwarmThroughMirror",
 	"TestStorageVersionMigration",
 	"TestBroadcastJobNewNode",
+	"TestSidecarTerminatorVirtualKubelet",
 	"TestPodProbeMarkerWithoutCoordinator",
 }
 
