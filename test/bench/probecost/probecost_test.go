@@ -222,7 +222,7 @@ func (e *podEnv) runnerPhase(ctx context.Context, t *testing.T, name, what strin
 		time.Sleep(10 * time.Millisecond)
 	}
 	if !events.Connected() {
-		t.Log("the runtime's event stream did not open: container lookups are not cached in this phase")
+		t.Log("the runtime has no container event stream (containerd before 1.7): a remembered container is checked with one ContainerStatus per probe")
 	}
 	r := probes.New(probes.CRIRuntime(get, events), probes.WithRegisterer(reg))
 	r.Set(specs)
