@@ -76,9 +76,10 @@ type Controller struct {
 	markers syncloop.Queue
 	regs    []cache.ResourceEventHandlerRegistration
 
+	// placement keeps each pod's probe item on the pod's node.
+	placement *dispatch.Placement
+
 	mu sync.Mutex
-	// placed maps a probe item's id to the node it was put on.
-	placed map[string]string
 	// written maps a pod key to the update it was last sent, until the
 	// informer shows it, so a stale copy does not send it again.
 	written map[string]written
@@ -109,10 +110,10 @@ func New(o Options) (*Controller, error) {
 		o.Clock = clock.RealClock{}
 	}
 	c := &Controller{
-		o:       o,
-		pods:    syncloop.NewQueue("podprobemarker-pods", nil),
-		markers: syncloop.NewQueue("podprobemarker", nil),
-		placed:  map[string]string{}, written: map[string]written{},
+		o:         o,
+		pods:      syncloop.NewQueue("podprobemarker-pods", nil),
+		markers:   syncloop.NewQueue("podprobemarker", nil),
+		placement: dispatch.NewPlacement(o.Store), written: map[string]written{},
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shoal_coordinator_podprobe_pod_writes_total",
 			Help: "Pod patches made to show PodProbeMarker probe states (one per pod change: conditions, labels and annotations together), by result.",
@@ -152,9 +153,7 @@ func New(o Options) (*Controller, error) {
 			return
 		}
 		key := pod.Namespace + "/" + pod.Name
-		c.mu.Lock()
-		_, placed := c.placed[nodework.ProbeID(pod.Namespace, pod.Name)]
-		c.mu.Unlock()
+		placed := c.placement.Node(nodework.ProbeID(pod.Namespace, pod.Name)) != ""
 		markers, _ := o.Markers.GetIndexer().ByIndex(cache.NamespaceIndex, pod.Namespace)
 		if placed || len(markers) > 0 {
 			c.pods.Add(key)
@@ -286,20 +285,11 @@ func (c *Controller) syncPod(ctx context.Context, key string) (time.Duration, er
 // place makes the store hold exactly spec as the pod's probe work on node
 // (none when spec is nil).
 func (c *Controller) place(id, node string, spec *nodeworkv1.ProbeSpec) {
-	c.mu.Lock()
-	old := c.placed[id]
+	var item *nodeworkv1.WorkItem
 	if spec != nil {
-		c.placed[id] = node
-	} else {
-		delete(c.placed, id)
+		item = &nodeworkv1.WorkItem{Id: id, Kind: nodework.KindProbe, Spec: &nodeworkv1.WorkItem_Probe{Probe: spec}}
 	}
-	c.mu.Unlock()
-	if old != "" && (spec == nil || old != node) {
-		c.o.Store.Delete(old, id)
-	}
-	if spec != nil {
-		c.o.Store.Put(node, &nodeworkv1.WorkItem{Id: id, Kind: nodework.KindProbe, Spec: &nodeworkv1.WorkItem_Probe{Probe: spec}})
-	}
+	c.placement.Place(id, node, item)
 }
 
 func (c *Controller) forget(key string) {

@@ -147,8 +147,8 @@ type Controller struct {
 	podsReg cache.ResourceEventHandlerRegistration
 
 	mu sync.Mutex
-	// placed maps work item ids to the node holding them.
-	placed map[string]string
+	// placement keeps each pod's work item on the pod's node.
+	placement *dispatch.Placement
 	// phaseSet holds, by pod key, the pod whose phase this leader wrote
 	// and its watch does not show yet.
 	phaseSet map[string]phaseWrite
@@ -184,12 +184,12 @@ func New(o Options) (*Controller, error) {
 		o.Clock = clock.RealClock{}
 	}
 	c := &Controller{
-		o:        o,
-		clock:    o.Clock,
-		queue:    syncloop.NewQueue("sidecarterminator", nil),
-		placed:   map[string]string{},
-		phaseSet: map[string]phaseWrite{},
-		recorded: map[string]*recordedEvents{},
+		o:         o,
+		clock:     o.Clock,
+		queue:     syncloop.NewQueue("sidecarterminator", nil),
+		placement: dispatch.NewPlacement(o.Store),
+		phaseSet:  map[string]phaseWrite{},
+		recorded:  map[string]*recordedEvents{},
 		stopDelay: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "shoal_coordinator_sidecarterminator_stop_delay_seconds",
 			Help:    "Time from the last main container of a Job pod exiting to its node agent asking the runtime to stop the sidecars (node clock).",
@@ -383,7 +383,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		in.node = n.(*corev1.Node)
 	}
 	c.mu.Lock()
-	node := c.placed[id]
+	node := c.placement.Node(id)
 	if w, ok := c.phaseSet[key]; ok && (w.uid != pod.UID || terminal(pod.Status.Phase) || c.clock.Since(w.at) >= phaseRetry) {
 		delete(c.phaseSet, key) // the watch shows it (or another pod), or it is overdue
 	}
@@ -419,21 +419,12 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 
 // place makes the store hold exactly spec as the pod's work on node.
 func (c *Controller) place(id, node string, spec *nodeworkv1.SidecarTerminateSpec) {
-	c.mu.Lock()
-	old := c.placed[id]
+	var item *nodeworkv1.WorkItem
 	if spec != nil {
-		c.placed[id] = node
-	} else {
-		delete(c.placed, id)
+		item = &nodeworkv1.WorkItem{Id: id, Kind: nodework.KindSidecarTerminate,
+			Spec: &nodeworkv1.WorkItem_SidecarTerminate{SidecarTerminate: spec}}
 	}
-	c.mu.Unlock()
-	if old != "" && (spec == nil || old != node) {
-		c.o.Store.Delete(old, id)
-	}
-	if spec != nil {
-		c.o.Store.Put(node, &nodeworkv1.WorkItem{Id: id, Kind: nodework.KindSidecarTerminate,
-			Spec: &nodeworkv1.WorkItem_SidecarTerminate{SidecarTerminate: spec}})
-	}
+	c.placement.Place(id, node, item)
 }
 
 // setPhase writes the pod's phase and SidecarTerminated=True through the
