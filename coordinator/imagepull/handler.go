@@ -1,12 +1,12 @@
 package imagepull
 
 import (
-	"encoding/json"
 	"net/http"
 	"slices"
 	"strings"
 
 	"github.com/shoal-io/shoal/coordinator/imagepull/pullview"
+	"github.com/shoal-io/shoal/internal/httpserve"
 	"github.com/shoal-io/shoal/protocol/apis/apps/v1alpha1"
 )
 
@@ -62,29 +62,7 @@ func (m *nodeMem) view(node string) pullview.NodeState {
 // job's pullview.JobNodes as JSON, 404 for a job that does not exist, 503 on a
 // replica that is not the leader.
 func (c *Controller) NodesHandler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			http.Error(w, "only GET is served here", http.StatusMethodNotAllowed)
-			return
-		}
-		rest, ok := strings.CutPrefix(r.URL.Path, pullview.NodesPathPrefix)
-		ns, name, found := strings.Cut(strings.TrimSuffix(rest, "/"), "/")
-		if !ok || !found || ns == "" || name == "" || strings.Contains(name, "/") {
-			http.Error(w, "want "+pullview.NodesPathPrefix+"<namespace>/<name>", http.StatusNotFound)
-			return
-		}
-		if !c.o.IsLeader() {
-			http.Error(w, "this coordinator replica is not the leader; ask through the shoal-coordinator Service", http.StatusServiceUnavailable)
-			return
-		}
-		view, ok := c.Nodes(ns, name)
-		if !ok {
-			http.Error(w, "ImagePullJob "+ns+"/"+name+" not found", http.StatusNotFound)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Cache-Control", "no-store")
-		_ = json.NewEncoder(w).Encode(view)
+	return httpserve.ObjectView(pullview.NodesPathPrefix, "ImagePullJob", c.o.IsLeader, func(ns, name string) (any, bool) {
+		return c.Nodes(ns, name)
 	})
 }

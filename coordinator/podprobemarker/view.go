@@ -1,7 +1,6 @@
 package podprobemarker
 
 import (
-	"encoding/json"
 	"net/http"
 	"slices"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/shoal-io/shoal/coordinator/podprobemarker/probeview"
+	"github.com/shoal-io/shoal/internal/httpserve"
 	"github.com/shoal-io/shoal/protocol/apis/apps/v1alpha1"
 	"github.com/shoal-io/shoal/protocol/nodework"
 	nodeworkv1 "github.com/shoal-io/shoal/protocol/nodework/v1"
@@ -62,29 +62,7 @@ func (c *Controller) Pods(namespace, name string) (*probeview.MarkerPods, bool) 
 // not exist, 503 on a replica that is not the leader (only the leader
 // hears the agents).
 func (c *Controller) PodsHandler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			http.Error(w, "only GET is served here", http.StatusMethodNotAllowed)
-			return
-		}
-		rest, ok := strings.CutPrefix(r.URL.Path, probeview.PodsPathPrefix)
-		ns, name, found := strings.Cut(strings.TrimSuffix(rest, "/"), "/")
-		if !ok || !found || ns == "" || name == "" || strings.Contains(name, "/") {
-			http.Error(w, "want "+probeview.PodsPathPrefix+"<namespace>/<name>", http.StatusNotFound)
-			return
-		}
-		if !c.o.IsLeader() {
-			http.Error(w, "this coordinator replica is not the leader; ask through the shoal-coordinator Service", http.StatusServiceUnavailable)
-			return
-		}
-		view, ok := c.Pods(ns, name)
-		if !ok {
-			http.Error(w, "PodProbeMarker "+ns+"/"+name+" not found", http.StatusNotFound)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Cache-Control", "no-store")
-		_ = json.NewEncoder(w).Encode(view)
+	return httpserve.ObjectView(probeview.PodsPathPrefix, "PodProbeMarker", c.o.IsLeader, func(ns, name string) (any, bool) {
+		return c.Pods(ns, name)
 	})
 }

@@ -5,11 +5,13 @@ package httpserve
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -82,4 +84,38 @@ func Profiling(mux *http.ServeMux) {
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+}
+
+// ObjectView serves GET prefix + "<namespace>/<name>" as JSON: what get
+// returns for the object, 404 when it reports the object unknown (what
+// names its kind in the message), and 503 on a replica that is not the
+// leader (only the leader hears the agents). Views of per-node state
+// (kubectl kruise get ... --nodes, --pods) are read this way through the
+// apiserver's service proxy.
+func ObjectView(prefix, what string, isLeader func() bool, get func(namespace, name string) (any, bool)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "only GET is served here", http.StatusMethodNotAllowed)
+			return
+		}
+		rest, ok := strings.CutPrefix(r.URL.Path, prefix)
+		ns, name, found := strings.Cut(strings.TrimSuffix(rest, "/"), "/")
+		if !ok || !found || ns == "" || name == "" || strings.Contains(name, "/") {
+			http.Error(w, "want "+prefix+"<namespace>/<name>", http.StatusNotFound)
+			return
+		}
+		if !isLeader() {
+			http.Error(w, "this coordinator replica is not the leader; ask through the shoal-coordinator Service", http.StatusServiceUnavailable)
+			return
+		}
+		view, ok := get(ns, name)
+		if !ok {
+			http.Error(w, what+" "+ns+"/"+name+" not found", http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		_ = json.NewEncoder(w).Encode(view)
+	})
 }
