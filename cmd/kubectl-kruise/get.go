@@ -240,12 +240,21 @@ func fetchNodes(ctx context.Context, g *globalOptions, o getOptions, kube kubern
 	return &nodes, nil
 }
 
-// nodesError explains a failed read of the per-node view. An answer of
-// the coordinator itself reaches the client as an unexpected (non-Status)
-// response; the apiserver's own answers (no such Service, no endpoints)
-// are Status objects.
+// nodesError explains a failed read of the per-node view.
 func nodesError(err error, o getOptions, ns, name string) error {
-	svc := o.coordinatorNamespace + "/" + o.coordinatorService
+	return coordinatorViewError(err, o.coordinatorNamespace, o.coordinatorService,
+		fmt.Sprintf("the coordinator does not know ImagePullJob %s/%s yet (it has not processed the job, or the job is gone)", ns, name),
+		fmt.Sprintf(" of ImagePullJob %s/%s", ns, name))
+}
+
+// coordinatorViewError explains a failed read of one of the coordinator's
+// views through the apiserver's service proxy of service (in namespace):
+// notKnown is what a 404 of the coordinator itself means, of names the
+// object for other failures. An answer of the coordinator itself reaches
+// the client as an unexpected (non-Status) response; the apiserver's own
+// answers (no such Service, no endpoints) are Status objects.
+func coordinatorViewError(err error, namespace, service, notKnown, of string) error {
+	svc := namespace + "/" + service
 	var status apierrors.APIStatus
 	if !errors.As(err, &status) {
 		return fmt.Errorf("no coordinator leader reachable through service %s: %w", svc, err)
@@ -259,17 +268,18 @@ func nodesError(err error, o getOptions, ns, name string) error {
 			}
 		}
 	}
+	msg = strings.TrimSpace(msg)
 	switch {
 	case st.Code == 404 && fromCoordinator:
-		return fmt.Errorf("the coordinator does not know ImagePullJob %s/%s yet (it has not processed the job, or the job is gone)", ns, name)
+		return errors.New(notKnown)
 	case st.Code == 404:
 		return fmt.Errorf("no coordinator leader reachable: service %s: %s (see --coordinator-namespace, --coordinator-service)", svc, msg)
 	case st.Code == 503:
 		return fmt.Errorf("no coordinator leader reachable: service %s: %s (a leader may be being elected; try again)", svc, msg)
 	case st.Code == 403:
-		return fmt.Errorf("read the coordinator's view through service %s: %w (this needs get on services/proxy in namespace %s)", svc, err, o.coordinatorNamespace)
+		return fmt.Errorf("read the coordinator's view through service %s: %w (this needs get on services/proxy in namespace %s)", svc, err, namespace)
 	default:
-		return fmt.Errorf("read the coordinator's view of ImagePullJob %s/%s through service %s: %w", ns, name, svc, err)
+		return fmt.Errorf("read the coordinator's view%s through service %s: %w", of, svc, err)
 	}
 }
 

@@ -14,7 +14,6 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -154,40 +153,12 @@ func fetchMarkerPods(ctx context.Context, g *globalOptions, o probeMarkerOptions
 	return &view, nil
 }
 
-// markerPodsError explains a failed read of a marker's per-pod view. As
-// for the per-node view of ImagePullJobs (nodesError), an answer of the
-// coordinator itself reaches the client as an unexpected (non-Status)
-// response, and the apiserver's own answers (no such Service, no
-// endpoints) are Status objects.
+// markerPodsError explains a failed read of a marker's per-pod view
+// (coordinatorViewError), naming the marker.
 func markerPodsError(err error, o probeMarkerOptions, ns, name string) error {
 	what := fmt.Sprintf("pods of PodProbeMarker %s/%s", ns, name)
-	svc := o.coordinatorNamespace + "/" + o.coordinatorService
-	var status apierrors.APIStatus
-	if !errors.As(err, &status) {
-		return fmt.Errorf("%s: no coordinator leader reachable through service %s: %w", what, svc, err)
-	}
-	st := status.Status()
-	msg, fromCoordinator := st.Message, false
-	if st.Details != nil {
-		for _, c := range st.Details.Causes {
-			if c.Type == metav1.CauseTypeUnexpectedServerResponse {
-				msg, fromCoordinator = c.Message, true
-			}
-		}
-	}
-	msg = strings.TrimSpace(msg)
-	switch {
-	case st.Code == 404 && fromCoordinator:
-		return fmt.Errorf("%s: the coordinator does not know the marker yet (it has not seen it, or it was just deleted); try again", what)
-	case st.Code == 404:
-		return fmt.Errorf("%s: no coordinator leader reachable: service %s: %s (see --coordinator-namespace, --coordinator-service)", what, svc, msg)
-	case st.Code == 503:
-		return fmt.Errorf("%s: no coordinator leader reachable: service %s: %s (a leader may be being elected; try again)", what, svc, msg)
-	case st.Code == 403:
-		return fmt.Errorf("%s: read the coordinator's view through service %s: %w (this needs get on services/proxy in namespace %s)", what, svc, err, o.coordinatorNamespace)
-	default:
-		return fmt.Errorf("%s: read the coordinator's view through service %s: %w", what, svc, err)
-	}
+	return fmt.Errorf("%s: %w", what, coordinatorViewError(err, o.coordinatorNamespace, o.coordinatorService,
+		"the coordinator does not know the marker yet (it has not seen it, or it was just deleted); try again", ""))
 }
 
 // probeMarkerView renders a marker: a header line, then a row per probe.
