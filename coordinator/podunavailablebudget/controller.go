@@ -96,6 +96,7 @@ func Requeue(loops ...*workload.Loop) func(namespace string) {
 type Controller struct {
 	workload.Loop
 	o Options
+	w Workloads
 }
 
 // New returns a controller over the informers; Run starts it.
@@ -104,7 +105,9 @@ func New(o Options) (*Controller, error) {
 		o.Clock = clock.RealClock{}
 	}
 	c := &Controller{
-		o:    o,
+		o: o,
+		w: Workloads{ReplicaSets: o.ReplicaSets, Deployments: o.Deployments, StatefulSets: o.StatefulSets,
+			CloneSets: o.CloneSets, AdvancedStatefulSets: o.AdvancedStatefulSets, Scales: o.Scales},
 		Loop: workload.Loop{Queue: syncloop.NewQueue("podunavailablebudget", nil), Workloads: o.Budgets.GetIndexer()},
 	}
 	for _, h := range []struct {

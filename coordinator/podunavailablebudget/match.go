@@ -66,18 +66,18 @@ type scaledWorkload struct {
 
 // informerOf returns the informer holding a kind Shoal watches, nil for
 // any other kind.
-func (c *Controller) informerOf(gk schema.GroupKind) cache.SharedIndexInformer {
+func (w *Workloads) informerOf(gk schema.GroupKind) cache.SharedIndexInformer {
 	switch gk {
 	case schema.GroupKind{Group: groupApps, Kind: "Deployment"}:
-		return c.o.Deployments
+		return w.Deployments
 	case schema.GroupKind{Group: groupApps, Kind: "ReplicaSet"}:
-		return c.o.ReplicaSets
+		return w.ReplicaSets
 	case schema.GroupKind{Group: groupApps, Kind: "StatefulSet"}:
-		return c.o.StatefulSets
+		return w.StatefulSets
 	case schema.GroupKind{Group: groupKruise, Kind: "CloneSet"}:
-		return c.o.CloneSets
+		return w.CloneSets
 	case schema.GroupKind{Group: groupKruise, Kind: "StatefulSet"}:
-		return c.o.AdvancedStatefulSets
+		return w.AdvancedStatefulSets
 	}
 	return nil
 }
@@ -131,7 +131,7 @@ func (c *Controller) lookup(ctx context.Context, namespace string, r ref, memo m
 	if w, ok := memo[key]; ok {
 		return w, nil
 	}
-	w, err := c.lookupUncached(ctx, namespace, r)
+	w, err := c.w.lookupUncached(ctx, namespace, r)
 	if err != nil {
 		return nil, err
 	}
@@ -141,8 +141,8 @@ func (c *Controller) lookup(ctx context.Context, namespace string, r ref, memo m
 	return w, nil
 }
 
-func (c *Controller) lookupUncached(ctx context.Context, namespace string, r ref) (*scaledWorkload, error) {
-	if inf := c.informerOf(r.groupKind()); inf != nil {
+func (w *Workloads) lookupUncached(ctx context.Context, namespace string, r ref) (*scaledWorkload, error) {
+	if inf := w.informerOf(r.groupKind()); inf != nil {
 		obj, err := cached(inf, namespace, r.name)
 		if err != nil || obj == nil {
 			return nil, err
@@ -150,10 +150,10 @@ func (c *Controller) lookupUncached(ctx context.Context, namespace string, r ref
 		return &scaledWorkload{ref: ref{group: r.group, kind: r.kind, name: r.name, uid: obj.GetUID()},
 			replicas: replicasOf(obj), deleting: obj.GetDeletionTimestamp() != nil}, nil
 	}
-	if c.o.Scales == nil {
+	if w.Scales == nil {
 		return nil, fmt.Errorf("%w: %s", ErrNoScale, r)
 	}
-	s, err := c.o.Scales.Scale(ctx, namespace, r.groupKind(), r.name)
+	s, err := w.Scales.Scale(ctx, namespace, r.groupKind(), r.name)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
@@ -168,14 +168,14 @@ func (c *Controller) lookupUncached(ctx context.Context, namespace string, r ref
 // controller and, when that is a ReplicaSet, StatefulSet, CloneSet or
 // Advanced StatefulSet Shoal watches, that one's controller (a
 // Deployment, a UnitedDeployment, an Argo Rollout, ...).
-func (c *Controller) owners(pod *corev1.Pod) []ref {
+func (w *Workloads) owners(pod *corev1.Pod) []ref {
 	o := metav1.GetControllerOf(pod)
 	if o == nil {
 		return nil
 	}
 	first := refOf(o)
 	chain := []ref{first}
-	obj, err := cached(c.informerOf(first.groupKind()), pod.Namespace, first.name)
+	obj, err := cached(w.informerOf(first.groupKind()), pod.Namespace, first.name)
 	if err != nil || obj == nil || obj.GetUID() != first.uid {
 		return chain
 	}
@@ -187,7 +187,7 @@ func (c *Controller) owners(pod *corev1.Pod) []ref {
 
 // ownedBy reports whether target is in the pod's chain of controllers.
 func (c *Controller) ownedBy(pod *corev1.Pod, target ref) bool {
-	return slices.ContainsFunc(c.owners(pod), target.same)
+	return slices.ContainsFunc(c.w.owners(pod), target.same)
 }
 
 // selects reports whether a selector budget covers the pod: a selector
@@ -337,7 +337,7 @@ func (c *Controller) expectedScale(ctx context.Context, namespace string, pods [
 	var total int32
 	seen := map[ref]bool{}
 	for _, p := range pods {
-		chain := c.owners(p)
+		chain := c.w.owners(p)
 		if len(chain) == 0 {
 			total++
 			continue

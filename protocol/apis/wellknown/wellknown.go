@@ -664,6 +664,13 @@ const (
 	// WorkloadSpread and the subset the pod was placed in. The WorkloadSpread
 	// controller and webhook read it to count pods per subset.
 	AnnotationMatchedWorkloadSpread = "apps.kruise.io/matched-workloadspread"
+
+	// AnnotationWorkloadSpreadIgnorePatchExistingPods, set to "true" on a
+	// WorkloadSpread, keeps the controller from copying a subset's patch
+	// labels and annotations onto pods that existed before the
+	// WorkloadSpread when it assigns them to that subset (it still writes
+	// AnnotationMatchedWorkloadSpread).
+	AnnotationWorkloadSpreadIgnorePatchExistingPods = "workloadspread.kruise.io/ignore-patch-existing-pods-metadata"
 )
 
 // ---------------------------------------------------------------------------

@@ -176,6 +176,7 @@ var entries = []entry{
 
 	// WorkloadSpread.
 	{"AnnotationMatchedWorkloadSpread", AnnotationMatchedWorkloadSpread, kindKey},
+	{"AnnotationWorkloadSpreadIgnorePatchExistingPods", AnnotationWorkloadSpreadIgnorePatchExistingPods, kindKey},
 
 	// PersistentPodState.
 	{"AnnotationAutoGeneratePersistentPodState", AnnotationAutoGeneratePersistentPodState, kindKey},
