@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -23,10 +24,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -34,6 +39,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/events"
@@ -69,6 +75,8 @@ import (
 	"github.com/shoal-io/shoal/coordinator/testwork"
 	"github.com/shoal-io/shoal/coordinator/uniteddeployment"
 	"github.com/shoal-io/shoal/coordinator/webhook"
+	"github.com/shoal-io/shoal/coordinator/workloadspread"
+	"github.com/shoal-io/shoal/coordinator/workloadspread/spread"
 	"github.com/shoal-io/shoal/internal/apimetrics"
 	"github.com/shoal-io/shoal/internal/httpserve"
 	"github.com/shoal-io/shoal/protocol/apis/apps/conversion"
@@ -310,10 +318,31 @@ func Run(ctx context.Context, o Options) error {
 	}
 	synced = append(synced, budgets.HasSynced)
 
+	// WorkloadSpread targets of white-listed custom kinds are read through
+	// the dynamic client (their replicasPath).
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("dynamic client: %w", err)
 	}
+	customWorkloads := customWorkloadReader(client, dyn, o.Namespace, cfg)
+	spreads, err := workloadspread.New(workloadspread.Options{
+		CustomWorkload: customWorkloads,
+		Shoal:          shoal, Kube: client,
+		WorkloadSpreads: shoalInformers.Apps().V1alpha1().WorkloadSpreads().Informer(),
+		Pods:            podInformer, Nodes: nodeInformer,
+		ReplicaSets:          kubeInformers.Apps().V1().ReplicaSets().Informer(),
+		Deployments:          kubeInformers.Apps().V1().Deployments().Informer(),
+		StatefulSets:         kubeInformers.Apps().V1().StatefulSets().Informer(),
+		Jobs:                 kubeInformers.Batch().V1().Jobs().Informer(),
+		CloneSets:            shoalInformers.Apps().V1beta1().CloneSets().Informer(),
+		AdvancedStatefulSets: shoalInformers.Apps().V1beta1().StatefulSets().Informer(),
+		Scales:               scales, IsLeader: isLeader, Recorder: recorder,
+	})
+	if err != nil {
+		return err
+	}
+	synced = append(synced, spreads.HasSynced)
+
 	united, err := uniteddeployment.New(uniteddeployment.Options{
 		Dynamic: dyn, Shoal: shoal,
 		UnitedDeployments:    shoalInformers.Apps().V1alpha1().UnitedDeployments().Informer(),
@@ -475,6 +504,26 @@ func Run(ctx context.Context, o Options) error {
 		})
 	hooks.Handle(webhook.PodUnavailableBudgetPodPath, pubAdmission.ValidatePod)
 	hooks.Handle(webhook.PodUnavailableBudgetValidatePath, pubAdmission.Validate)
+	// WorkloadSpread: the pod webhook picks each new pod's subset (its
+	// status write is the serialization point) and records deletions.
+	wsAdmission := webhook.NewWorkloadSpreadAdmission(spreads,
+		webhook.PodGetterFunc(func(ns, name string) (*corev1.Pod, error) { return podLister.Pods(ns).Get(name) }), shoal).
+		WithCustomWorkloads(func() []spread.CustomWorkload {
+			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			cm, err := client.CoreV1().ConfigMaps(o.Namespace).Get(ctx, wellknown.ConfigMapKruiseConfiguration, metav1.GetOptions{})
+			if err != nil {
+				return nil
+			}
+			wl, err := spread.ParseWhiteList(cm.Data[wellknown.ConfigWorkloadSpreadWatchCustomWorkloadWhiteList])
+			if err != nil {
+				log.Error(err, "Read the WorkloadSpread custom workload white list")
+				return nil
+			}
+			return wl
+		})
+	hooks.Handle(webhook.WorkloadSpreadPodPath, wsAdmission.Pod)
+	hooks.Handle(webhook.WorkloadSpreadValidatePath, wsAdmission.Validate)
 	meta, err := metadata.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("metadata client: %w", err)
@@ -560,6 +609,7 @@ func Run(ctx context.Context, o Options) error {
 	g.Go(func() error { return sidecarSets.Run(ctx) })
 	g.Go(func() error { return terminator.Run(ctx) })
 	g.Go(func() error { return probeMarkers.Run(ctx) })
+	g.Go(func() error { return spreads.Run(ctx) })
 	g.Go(func() error { return statefulSets.Run(ctx) })
 	g.Go(func() error { return pulls.Run(ctx) })
 	g.Go(func() error { return lists.Run(ctx) })
@@ -629,6 +679,7 @@ func Run(ctx context.Context, o Options) error {
 			sidecarSets.Resync()
 			terminator.Resync()
 			probeMarkers.Resync()
+			spreads.Resync()
 			statefulSets.Resync()
 			pulls.Resync()
 			lists.Resync()
@@ -788,5 +839,55 @@ func patchPodMetadataRules(ctx context.Context, client kubernetes.Interface, nam
 				wellknown.ConfigSidecarSetPatchPodMetadataWhiteList, err)
 		}
 		return list.Rules, nil
+	}
+}
+
+// customWorkloadReader reads the target of a WorkloadSpread whose kind the
+// custom workload white list of the kruise-configuration ConfigMap names
+// (read at each call: WorkloadSpreads of custom kinds are rare): the
+// object, through the dynamic client, and the list's replicasPath.
+func customWorkloadReader(client kubernetes.Interface, dyn dynamic.Interface, namespace string, cfg *rest.Config) func(ctx context.Context, ws *v1alpha1.WorkloadSpread) (map[string]any, string, bool, error) {
+	var mapper *restmapper.DeferredDiscoveryRESTMapper
+	if dc, err := discovery.NewDiscoveryClientForConfig(cfg); err == nil {
+		mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+	}
+	return func(ctx context.Context, ws *v1alpha1.WorkloadSpread) (map[string]any, string, bool, error) {
+		ref := ws.Spec.TargetReference
+		if ref == nil || mapper == nil {
+			return nil, "", false, nil
+		}
+		gv, err := schema.ParseGroupVersion(ref.APIVersion)
+		if err != nil {
+			return nil, "", false, nil
+		}
+		cm, err := client.CoreV1().ConfigMaps(namespace).Get(ctx, wellknown.ConfigMapKruiseConfiguration, metav1.GetOptions{})
+		if err != nil {
+			return nil, "", false, nil
+		}
+		list, err := spread.ParseWhiteList(cm.Data[wellknown.ConfigWorkloadSpreadWatchCustomWorkloadWhiteList])
+		if err != nil {
+			return nil, "", false, fmt.Errorf("the custom workload white list: %w", err)
+		}
+		i := slices.IndexFunc(list, func(w spread.CustomWorkload) bool { return w.Group == gv.Group && w.Kind == ref.Kind })
+		if i < 0 {
+			return nil, "", false, nil
+		}
+		gk := schema.GroupKind{Group: gv.Group, Kind: ref.Kind}
+		mapping, err := mapper.RESTMapping(gk, gv.Version)
+		if meta.IsNoMatchError(err) {
+			mapper.Reset()
+			mapping, err = mapper.RESTMapping(gk, gv.Version)
+		}
+		if err != nil {
+			return nil, "", false, fmt.Errorf("find the resource of %s: %w", gk, err)
+		}
+		obj, err := dyn.Resource(mapping.Resource).Namespace(ws.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil, "", false, nil
+		}
+		if err != nil {
+			return nil, "", false, fmt.Errorf("get %s %s/%s: %w", gk, ws.Namespace, ref.Name, err)
+		}
+		return obj.Object, list[i].ReplicasPath, true, nil
 	}
 }
