@@ -641,8 +641,10 @@ func Run(ctx context.Context, o Options) error {
 	})
 	g.Go(func() error {
 		// A new replica lets a warm standby take over first: it waits until
-		// it is warm itself and then two retry periods more, which a
-		// standby that is already campaigning uses to take a released lease.
+		// it is warm itself and then, when another replica is Ready (a warm
+		// standby, campaigning already), two retry periods more, which the
+		// standby uses to take a released lease. With no other replica
+		// Ready (the coordinator comes back from zero) it campaigns at once.
 		if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 			return nil
 		}
@@ -651,12 +653,14 @@ func Run(ctx context.Context, o Options) error {
 		if certManager.WaitReady(ctx) != nil {
 			return nil
 		}
-		grace := time.NewTimer(2 * o.RetryPeriod)
-		select {
-		case <-ctx.Done():
-			grace.Stop()
-			return nil
-		case <-grace.C:
+		if otherReplicaReady(ctx, client, o) {
+			grace := time.NewTimer(2 * o.RetryPeriod)
+			select {
+			case <-ctx.Done():
+				grace.Stop()
+				return nil
+			case <-grace.C:
+			}
 		}
 		return lead(ctx, client, o, func(ctx context.Context) {
 			leading.Store(true)
@@ -890,4 +894,27 @@ func customWorkloadReader(client kubernetes.Interface, dyn dynamic.Interface, na
 		}
 		return obj.Object, list[i].ReplicasPath, true, nil
 	}
+}
+
+// otherReplicaReady reports whether another coordinator pod than this one
+// is Ready: a warm standby. When it cannot tell, it says yes (the new
+// replica then waits as if there were one).
+func otherReplicaReady(ctx context.Context, client kubernetes.Interface, o Options) bool {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	pods, err := client.CoreV1().Pods(o.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=shoal-coordinator"})
+	if err != nil {
+		return true
+	}
+	for _, p := range pods.Items {
+		if p.Name == o.PodName || p.DeletionTimestamp != nil {
+			continue
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				return true
+			}
+		}
+	}
+	return false
 }
