@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -145,4 +146,61 @@ func TestContainerLaunchPriority(t *testing.T) {
 			require.Equal(t, "true", pod.Annotations[wellknown.AnnotationContainerLaunchPriorityCompleted])
 		}
 	})
+}
+
+// TestContainerLaunchPriorityBarrierDelay measures what Shoal adds to a
+// launch order: the time from a container of the higher priority turning
+// ready (the pod's status, as the apiserver shows it) to the barrier key
+// of the next priority appearing in the pod's ConfigMap (both seen through
+// watches). Goal: within 1 s. The kubelet's own retry of the waiting
+// container (CreateContainerConfigError backoff) comes on top and is not
+// Shoal's to shorten.
+func TestContainerLaunchPriorityBarrierDelay(t *testing.T) {
+	t.Parallel()
+	f := newFramework(t)
+	ctx := t.Context()
+	const name = "prio-delay"
+	pod := busyboxPod(f, name, "", "sleep 3600")
+	pod.Annotations = map[string]string{wellknown.AnnotationContainerLaunchPriority: wellknown.ContainerLaunchPriorityOrdered}
+	first := pod.Spec.Containers[0]
+	first.Name = "first"
+	second := pod.Spec.Containers[0]
+	second.Name = "second"
+	pod.Spec.Containers = []corev1.Container{first, second}
+
+	podWatch, err := f.Kube.CoreV1().Pods(f.Namespace).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	require.NoError(t, err)
+	defer podWatch.Stop()
+	cmWatch, err := f.Kube.CoreV1().ConfigMaps(f.Namespace).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name + "-barrier"})
+	require.NoError(t, err)
+	defer cmWatch.Stop()
+	_, err = f.Kube.CoreV1().Pods(f.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	var firstReady, keyWritten time.Time
+	deadline := time.After(podStartTimeout)
+	for firstReady.IsZero() || keyWritten.IsZero() {
+		select {
+		case ev := <-podWatch.ResultChan():
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok || !firstReady.IsZero() {
+				continue
+			}
+			for _, s := range p.Status.ContainerStatuses {
+				if s.Name == "first" && s.Ready {
+					firstReady = time.Now()
+				}
+			}
+		case ev := <-cmWatch.ResultChan():
+			cm, ok := ev.Object.(*corev1.ConfigMap)
+			if ok && keyWritten.IsZero() && cm.Data["p_-1"] != "" {
+				keyWritten = time.Now()
+			}
+		case <-deadline:
+			t.Fatalf("first ready at %v, key p_-1 written at %v", firstReady, keyWritten)
+		}
+	}
+	delay := keyWritten.Sub(firstReady)
+	t.Logf("launch priority: key p_-1 written %v after the first container was ready", delay.Round(time.Millisecond))
+	require.Less(t, delay, time.Second, "the next priority's barrier key follows the higher one's readiness within 1 s")
 }
