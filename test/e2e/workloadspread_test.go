@@ -86,9 +86,23 @@ type wsTester struct {
 
 // newWSTester gives the (sub)test a namespace of its own.
 func newWSTester(t *testing.T) *wsTester {
+	// Each case runs up to a dozen pods on the small local cluster: at most
+	// wsConcurrent of them run at once, so the rest of the parallel group
+	// keeps its apiserver and kubelets responsive.
+	select {
+	case wsSlots <- struct{}{}:
+	case <-t.Context().Done():
+		t.Fatal("no WorkloadSpread test slot before the test's end")
+	}
+	t.Cleanup(func() { <-wsSlots })
 	f := newFramework(t)
 	return &wsTester{t: t, f: f, ctx: t.Context()}
 }
+
+// wsConcurrent bounds the WorkloadSpread cases that run at once.
+const wsConcurrent = 3
+
+var wsSlots = make(chan struct{}, wsConcurrent)
 
 // wsZones stands for OpenKruise's fake zones: key is a node label, zone-a
 // the nodes whose value is in a, zone-b those whose value is in b.

@@ -67,6 +67,13 @@ func Group(ws *v1alpha1.WorkloadSpread, pods []*corev1.Pod, replicas int32, node
 			}
 			continue
 		}
+		// Only a pod created before the WorkloadSpread is placed by its
+		// node: a later pod without the annotation found every subset full
+		// when the webhook saw it, and stays outside them.
+		if !ws.CreationTimestamp.IsZero() && !p.CreationTimestamp.Before(&ws.CreationTimestamp) {
+			g.Unmatched = append(g.Unmatched, p)
+			continue
+		}
 		var n *corev1.Node
 		if Active(p) && p.Spec.NodeName != "" && node != nil {
 			n = node(p.Spec.NodeName)

@@ -375,3 +375,18 @@ func TestWhiteList(t *testing.T) {
 	_, err = ParseWhiteList(`{`)
 	require.Error(t, err)
 }
+
+// TestGroupLeavesLaterPodsOut: a pod created after the WorkloadSpread
+// without its annotation found every subset full when the webhook saw it;
+// it stays outside the subsets even on a node a subset matches.
+func TestGroupLeavesLaterPodsOut(t *testing.T) {
+	ws := newWS(v1alpha1.WorkloadSpreadSubset{Name: "a", RequiredNodeSelectorTerm: zoneTerm("z1"), MaxReplicas: maxOf(intstr.FromInt32(5))})
+	ws.CreationTimestamp = metav1.NewTime(t0.Add(time.Minute))
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"zone": "z1"}}}
+	before, after := pod("before", ""), pod("after", "")
+	before.Spec.NodeName, after.Spec.NodeName = "n1", "n1"
+	after.CreationTimestamp = metav1.NewTime(t0.Add(2 * time.Minute))
+	g := Group(ws, []*corev1.Pod{before, after}, 5, func(string) *corev1.Node { return node })
+	require.Equal(t, []*corev1.Pod{before}, g.BySubset["a"], "the pod from before the WorkloadSpread is placed by its node")
+	require.Equal(t, []*corev1.Pod{after}, g.Unmatched)
+}
