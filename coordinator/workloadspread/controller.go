@@ -364,6 +364,10 @@ func (c *Controller) lookup(ctx context.Context, ws *v1alpha1.WorkloadSpread) (*
 // targetFilter's replicasPathList; 0 when the workload does not exist.
 func (c *Controller) Replicas(ctx context.Context, ws *v1alpha1.WorkloadSpread) (int32, error) {
 	t, err := c.lookup(ctx, ws)
+	if errors.Is(err, podunavailablebudget.ErrNoScale) {
+		// No scale subresource: a white-listed custom kind (or none).
+		return c.customReplicas(ctx, ws)
+	}
 	if err != nil || t == nil {
 		return 0, err
 	}
