@@ -295,6 +295,9 @@ func RecordCreate(ws *v1alpha1.WorkloadSpread, id string, replicas int32, now ti
 	if s := Recorded(ws, id); s != "" {
 		return s, false
 	}
+	if HasPercent(ws) {
+		Rescale(ws, replicas)
+	}
 	subset = Choose(ws, replicas)
 	if subset == "" {
 		return "", false
@@ -312,6 +315,39 @@ func RecordCreate(ws *v1alpha1.WorkloadSpread, id string, replicas int32, now ti
 		st.MissingReplicas--
 	}
 	return subset, true
+}
+
+// Rescale recomputes the missingReplicas of ws's limited subsets for
+// the workload's current replica count, from the counts the status
+// holds: maxReplicas minus the pods placed, minus those being created,
+// plus those being deleted. The controller computes the status when pods
+// change, not when a workload it does not watch (a white-listed custom
+// kind) scales, so its missingReplicas may count against an older
+// replica count; percentages are scaled again at each placement.
+func Rescale(ws *v1alpha1.WorkloadSpread, replicas int32) {
+	for i := range ws.Status.SubsetStatuses {
+		st := &ws.Status.SubsetStatuses[i]
+		s := subsetSpec(ws, st.Name)
+		if s == nil {
+			continue
+		}
+		limit, ok, err := MaxReplicas(s, replicas)
+		if !ok || err != nil {
+			continue
+		}
+		missing := limit - st.Replicas - int32(len(st.CreatingPods)) + int32(len(st.DeletingPods))
+		st.MissingReplicas = max(0, min(missing, limit))
+	}
+}
+
+// subsetSpec returns the spec of the subset named name, nil without one.
+func subsetSpec(ws *v1alpha1.WorkloadSpread, name string) *v1alpha1.WorkloadSpreadSubset {
+	for i := range ws.Spec.Subsets {
+		if ws.Spec.Subsets[i].Name == name {
+			return &ws.Spec.Subsets[i]
+		}
+	}
+	return nil
 }
 
 // RecordDelete records that the pod named name, of subset, is being

@@ -2,6 +2,7 @@ package spread
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -112,6 +113,29 @@ func TestChooseAndRecord(t *testing.T) {
 			require.Equal(t, wantMissing, st.MissingReplicas)
 		})
 	}
+}
+
+func TestRecordCreateRescalesPercentages(t *testing.T) {
+	// The status was computed when the workload had 0 replicas; it now
+	// has 5: 20% and 80% are 1 and 4 again.
+	ws := newWS(v1alpha1.WorkloadSpreadSubset{Name: "a", MaxReplicas: maxOf(intstr.FromString("20%"))},
+		v1alpha1.WorkloadSpreadSubset{Name: "b", MaxReplicas: maxOf(intstr.FromString("80%"))})
+	ws.Status.SubsetStatuses = []v1alpha1.WorkloadSpreadSubsetStatus{{Name: "a"}, {Name: "b"}}
+	for i, want := range []string{"a", "b", "b", "b", "b", ""} {
+		got, changed := RecordCreate(ws, fmt.Sprintf("p%d", i), 5, t0)
+		require.Equal(t, want, got, "pod %d", i)
+		require.Equal(t, want != "", changed, "pod %d", i)
+	}
+	require.Equal(t, []int32{0, 0}, []int32{ws.Status.SubsetStatuses[0].MissingReplicas, ws.Status.SubsetStatuses[1].MissingReplicas})
+
+	// Placed pods, pods being created and pods being deleted all count.
+	ws.Status.SubsetStatuses = []v1alpha1.WorkloadSpreadSubsetStatus{
+		{Name: "a", Replicas: 1, DeletingPods: map[string]metav1.Time{"old": metav1.NewTime(t0)}},
+		{Name: "b", Replicas: 2, CreatingPods: map[string]metav1.Time{"new": metav1.NewTime(t0)}},
+	}
+	Rescale(ws, 5)
+	require.Equal(t, int32(1), ws.Status.SubsetStatuses[0].MissingReplicas, "1 of 1 placed, 1 leaving")
+	require.Equal(t, int32(1), ws.Status.SubsetStatuses[1].MissingReplicas, "2 placed and 1 coming of 4")
 }
 
 func TestRecordDelete(t *testing.T) {
