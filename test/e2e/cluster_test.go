@@ -314,9 +314,26 @@ func TestSeedExamplesDryRun(t *testing.T) {
 					// the cluster cannot make the dry run fail.
 					obj.SetName(f.Namespace + "-" + obj.GetName())
 				}
+				if obj.GetKind() == "SidecarSet" {
+					scopeSidecarSet(t, obj.Object, f.Namespace)
+				}
 				require.NoError(t, f.ApplyDryRun(ctx, obj))
 			})
 		}
+	}
+}
+
+// scopeSidecarSet confines a seed SidecarSet that selects pods of every
+// namespace to the test's namespace. The admission check that two
+// SidecarSets selecting the same pods do not inject containers of the same
+// name is cluster-wide, so an unscoped seed set would be refused whenever a
+// test running at the same time injects a container of the same name.
+func scopeSidecarSet(t *testing.T, obj map[string]any, namespace string) {
+	t.Helper()
+	spec, _ := obj["spec"].(map[string]any)
+	require.NotNil(t, spec, "a SidecarSet without spec")
+	if spec["namespace"] == nil && spec["namespaceSelector"] == nil {
+		spec["namespace"] = namespace
 	}
 }
 

@@ -29,8 +29,11 @@ func TestPodUnavailableBudgetSidecarSet(t *testing.T) {
 	set := s.baseSidecarSet()
 	set.Spec.InitContainers = nil
 	set.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{pubLabel: "true"}}
+	// The base set's suffixed name: SidecarSets are cluster-scoped and
+	// admission refuses two that inject the same container name into pods
+	// both could select (another test's, or an unscoped seed example's).
 	set.Spec.Containers = []v1beta1.SidecarContainer{{Container: corev1.Container{
-		Name: "nginx-sidecar", Image: f.Image("testserver:latest"), Args: []string{"serve", "--port", "8081"},
+		Name: set.Spec.Containers[0].Name, Image: f.Image("testserver:latest"), Args: []string{"serve", "--port", "8081"},
 	}}}
 	set.Spec.UpdateStrategy = v1beta1.SidecarSetUpdateStrategy{Type: v1beta1.RollingUpdateSidecarSetStrategyType, MaxUnavailable: new(intstr.FromString("100%"))}
 	set = s.create(ctx, set)
