@@ -344,7 +344,7 @@ func Run(ctx context.Context, o Options) error {
 	synced = append(synced, spreads.HasSynced)
 
 	united, err := uniteddeployment.New(uniteddeployment.Options{
-		Dynamic: dyn, Shoal: shoal,
+		Dynamic: dyn, Shoal: shoal, Kube: client, Pods: podInformer,
 		UnitedDeployments:    shoalInformers.Apps().V1alpha1().UnitedDeployments().Informer(),
 		StatefulSets:         kubeInformers.Apps().V1().StatefulSets().Informer(),
 		AdvancedStatefulSets: shoalInformers.Apps().V1beta1().StatefulSets().Informer(),

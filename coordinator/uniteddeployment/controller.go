@@ -9,7 +9,9 @@
 // apps.kruise.io/subset-name, and controlled by the UnitedDeployment; it
 // is rewritten only when what the UnitedDeployment asks of it changes
 // (AnnotationSubsetHash), and deleted when its subset goes. The
-// controller never touches pods: each subset's own controller runs them.
+// controller never deletes pods: each subset's own controller runs them.
+// Under the Adaptive schedule strategy it reads the subsets' pods and
+// labels reserved ones (adaptive.go).
 package uniteddeployment
 
 import (
@@ -24,13 +26,17 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 
 	"github.com/shoal-io/shoal/coordinator/syncloop"
 	"github.com/shoal-io/shoal/coordinator/workload"
@@ -45,6 +51,11 @@ type Options struct {
 	Dynamic dynamic.Interface
 	// Shoal writes UnitedDeployment status.
 	Shoal shoalclient.Interface
+	// Kube labels reserved pods (Adaptive schedule strategy).
+	Kube kubernetes.Interface
+	// Pods is the shared pod informer: the Adaptive strategy reads the
+	// subsets' pods.
+	Pods cache.SharedIndexInformer
 	// UnitedDeployments (v1alpha1) is the shared informer of the kind.
 	UnitedDeployments cache.SharedIndexInformer
 	// StatefulSets (apps/v1), AdvancedStatefulSets and CloneSets (v1beta1)
@@ -163,7 +174,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	if sel, err := metav1.LabelSelectorAsSelector(ud.Spec.Selector); err == nil {
 		status.LabelSelector = sel.String()
 	}
-	err = c.reconcile(ctx, ud, status)
+	requeue, err := c.reconcile(ctx, ud, status)
 	if err != nil {
 		c.o.Recorder.Eventf(ud, nil, corev1.EventTypeWarning, "FailedProvision", "Provision", "%v", err)
 		c.setCondition(status, corev1.ConditionFalse, "Error", err.Error())
@@ -176,7 +187,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		_, werr := c.o.Shoal.AppsV1alpha1().UnitedDeployments(ud.Namespace).UpdateStatus(ctx, next, metav1.UpdateOptions{})
 		err = errors.Join(err, workload.IgnoreStale(werr, "write the status of UnitedDeployment %s", key))
 	}
-	return 0, err
+	return requeue, err
 }
 
 // setCondition sets SubsetProvisioned.
@@ -196,15 +207,15 @@ func (c *Controller) setCondition(st *v1alpha1.UnitedDeploymentStatus, status co
 }
 
 // reconcile creates, updates and deletes the subsets' workloads and fills
-// status.
-func (c *Controller) reconcile(ctx context.Context, ud *v1alpha1.UnitedDeployment, st *v1alpha1.UnitedDeploymentStatus) error {
+// status; it returns when to look again (0: when something changes).
+func (c *Controller) reconcile(ctx context.Context, ud *v1alpha1.UnitedDeployment, st *v1alpha1.UnitedDeploymentStatus) (time.Duration, error) {
 	kind, _, _, err := template(ud)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	rev, err := revisionOf(ud)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	// The subsets' workloads, of the template's kind; those of another
 	// kind (the template changed kind) go.
@@ -213,7 +224,7 @@ func (c *Controller) reconcile(ctx context.Context, ud *v1alpha1.UnitedDeploymen
 	for gvr, indexer := range c.kinds {
 		objs, err := indexer.ByIndex(byOwner, string(ud.UID))
 		if err != nil {
-			return err
+			return 0, err
 		}
 		for _, o := range objs {
 			m := o.(metav1.Object)
@@ -232,9 +243,49 @@ func (c *Controller) reconcile(ctx context.Context, ud *v1alpha1.UnitedDeploymen
 			current[name] = int32(r)
 		}
 	}
-	alloc, err := allocate(ud, current)
+	// The subsets' statuses so far: the Adaptive strategy keeps its
+	// Schedulable conditions there.
+	old := map[string]*v1alpha1.UnitedDeploymentSubsetStatus{}
+	for i := range st.SubsetStatuses {
+		old[st.SubsetStatuses[i].Name] = &st.SubsetStatuses[i]
+	}
+	for _, s := range ud.Spec.Topology.Subsets {
+		if old[s.Name] == nil {
+			old[s.Name] = &v1alpha1.UnitedDeploymentSubsetStatus{Name: s.Name}
+		}
+	}
+	adaptive := adaptiveOf(ud)
+	var requeue soonest
+	var states map[string]*subsetState
+	if adaptive.on {
+		if states, err = c.observe(ctx, ud, existing, old, adaptive, &requeue); err != nil {
+			return 0, err
+		}
+	}
+	var alloc map[string]int32
+	total := ptr.Deref(ud.Spec.Replicas, 1)
+	switch {
+	case adaptive.reserve:
+		alloc, err = allocateReserved(total, ud.Spec.Topology.Subsets, states)
+	case adaptive.on:
+		alloc, err = allocateAdaptive(total, ud.Spec.Topology.Subsets, states)
+	default:
+		alloc, err = allocate(ud, current)
+	}
 	if err != nil {
-		return err
+		return 0, err
+	}
+	if adaptive.reserve {
+		// A subset that just recovered and grows stays unschedulable
+		// until its new pods have been ready long enough: they are
+		// reserved from the start, and the temporary pods stay meanwhile.
+		now := c.o.Clock.Now()
+		for name, s := range states {
+			if s.exists && !s.unschedulable && s.wasUnschedulable && alloc[name] > s.replicas {
+				setSchedulable(old[name], corev1.ConditionFalse, "Recovering", "scaled up after recovering: new pods are reserved until ready", now)
+				requeue.at(time.Second)
+			}
+		}
 	}
 	partitions := map[string]int32{}
 	if mu := ud.Spec.UpdateStrategy.ManualUpdate; mu != nil {
@@ -248,11 +299,19 @@ func (c *Controller) reconcile(ctx context.Context, ud *v1alpha1.UnitedDeploymen
 		CollisionCount: st.CollisionCount, CurrentRevision: rev, SubsetReplicas: alloc,
 		UpdateStatus: &v1alpha1.UpdateStatus{UpdatedRevision: rev, CurrentPartitions: partitions},
 	}
+	if adaptive.reserve && st.LabelSelector != "" {
+		// The working pods (what a HorizontalPodAutoscaler counts).
+		st.LabelSelector += "," + wellknown.LabelUnitedDeploymentReservedPod + "=false"
+	}
 	wanted := map[string]bool{}
 	for i := range ud.Spec.Topology.Subsets {
 		s := &ud.Spec.Topology.Subsets[i]
 		wanted[s.Name] = true
-		want, err := desiredWorkload(ud, s, alloc[s.Name], partitions[s.Name], rev)
+		var maxUnavailable *int32
+		if adaptive.reserve {
+			maxUnavailable = reserveMaxUnavailable(states[s.Name])
+		}
+		want, err := desiredWorkload(ud, s, alloc[s.Name], partitions[s.Name], rev, maxUnavailable)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -260,6 +319,14 @@ func (c *Controller) reconcile(ctx context.Context, ud *v1alpha1.UnitedDeploymen
 		have := existing[s.Name]
 		errs = append(errs, c.apply(ctx, ud, kind, want, have))
 		ss := v1alpha1.UnitedDeploymentSubsetStatus{Name: s.Name, Partition: partitions[s.Name]}
+		if adaptive.on {
+			ss.Conditions = old[s.Name].Conditions
+		}
+		if state := states[s.Name]; state != nil {
+			ss.ReservedPods = state.reserved
+			st.ReservedPods += state.reserved
+			st.Replicas -= state.reserved
+		}
 		if have != nil {
 			ws := statusOf(have)
 			ss.Replicas, ss.ReadyReplicas = ws.replicas, ws.ready
@@ -277,7 +344,71 @@ func (c *Controller) reconcile(ctx context.Context, ud *v1alpha1.UnitedDeploymen
 			errs = append(errs, c.deleteWorkload(ctx, ud, kind.Write, o.(metav1.Object), "its subset is gone from spec.topology.subsets"))
 		}
 	}
-	return errors.Join(errs...)
+	return time.Duration(requeue), errors.Join(errs...)
+}
+
+// observe reads the existing subsets' pods under the Adaptive strategy:
+// it updates their Schedulable conditions in statuses, labels reserved
+// pods (reserve mode) and returns what the allocators need.
+func (c *Controller) observe(ctx context.Context, ud *v1alpha1.UnitedDeployment, existing map[string]runtime.Object,
+	statuses map[string]*v1alpha1.UnitedDeploymentSubsetStatus, a adaptiveSettings, requeue *soonest) (map[string]*subsetState, error) {
+	sel, err := metav1.LabelSelectorAsSelector(ud.Spec.Selector)
+	if err != nil {
+		return nil, fmt.Errorf("spec.selector: %w", err)
+	}
+	bySubset := map[string][]*corev1.Pod{}
+	if c.o.Pods != nil {
+		objs, err := c.o.Pods.GetIndexer().ByIndex(cache.NamespaceIndex, ud.Namespace)
+		if err != nil {
+			return nil, fmt.Errorf("list the pods of namespace %s: %w", ud.Namespace, err)
+		}
+		for _, o := range objs {
+			p, ok := o.(*corev1.Pod)
+			if !ok || !sel.Matches(labels.Set(p.Labels)) {
+				continue
+			}
+			if name, ok := p.Labels[wellknown.LabelSubsetName]; ok {
+				bySubset[name] = append(bySubset[name], p)
+			}
+		}
+	}
+	now := c.o.Clock.Now()
+	states := map[string]*subsetState{}
+	var errs []error
+	for _, sub := range ud.Spec.Topology.Subsets {
+		s := &subsetState{}
+		states[sub.Name] = s
+		have := existing[sub.Name]
+		if have == nil {
+			continue
+		}
+		s.exists = true
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(have)
+		if err != nil {
+			return nil, err
+		}
+		r, _, _ := unstructured.NestedInt64(u, "spec", "replicas")
+		s.replicas, s.ready, s.pods = int32(r), statusOf(have).ready, bySubset[sub.Name]
+		if int32(len(s.pods)) < s.replicas {
+			// Pods on their way: their clocks start when they exist.
+			requeue.at(2 * time.Second)
+		}
+		if !a.reserve {
+			observeDefault(statuses[sub.Name], s, a, now, requeue)
+			continue
+		}
+		for pod, reserved := range observeReserve(statuses[sub.Name], s, a, now, requeue) {
+			errs = append(errs, c.labelReserved(ctx, ud.Namespace, pod, reserved))
+		}
+	}
+	return states, errors.Join(errs...)
+}
+
+// labelReserved sets a pod's reserved label.
+func (c *Controller) labelReserved(ctx context.Context, namespace, pod string, reserved bool) error {
+	patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:"%t"}}}`, wellknown.LabelUnitedDeploymentReservedPod, reserved)
+	_, err := c.o.Kube.CoreV1().Pods(namespace).Patch(ctx, pod, types.MergePatchType, patch, metav1.PatchOptions{})
+	return workload.IgnoreStale(err, "label pod %s reserved=%t", pod, reserved)
 }
 
 // apply creates want, or updates have to want when what was asked of it

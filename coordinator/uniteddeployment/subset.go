@@ -90,7 +90,11 @@ func workloadName(ud *v1alpha1.UnitedDeployment, subset string) string {
 // node selector term added to the pods' required node affinity (to every
 // term there is), its tolerations appended and its patch merged into the
 // pod template (strategic merge).
-func desiredWorkload(ud *v1alpha1.UnitedDeployment, s *v1alpha1.Subset, replicas, partition int32, rev string) (*unstructured.Unstructured, error) {
+//
+// maxUnavailable, when set, overrides the rollout's maxUnavailable
+// (Deployment and CloneSet; the reserving Adaptive strategy's
+// unschedulable subsets).
+func desiredWorkload(ud *v1alpha1.UnitedDeployment, s *v1alpha1.Subset, replicas, partition int32, rev string, maxUnavailable *int32) (*unstructured.Unstructured, error) {
 	kind, meta, spec, err := template(ud)
 	if err != nil {
 		return nil, err
@@ -125,6 +129,22 @@ func desiredWorkload(ud *v1alpha1.UnitedDeployment, s *v1alpha1.Subset, replicas
 	obj["replicas"] = int64(replicas)
 
 	u := &unstructured.Unstructured{Object: map[string]any{"spec": obj}}
+	if maxUnavailable != nil && *maxUnavailable > 0 {
+		var path []string
+		switch kind.Write {
+		case deploymentKind.Write:
+			if t, _, _ := unstructured.NestedString(u.Object, "spec", "strategy", "type"); t != string(appsv1.RecreateDeploymentStrategyType) {
+				path = []string{"spec", "strategy", "rollingUpdate", "maxUnavailable"}
+			}
+		case cloneSetKind.Write:
+			path = []string{"spec", "updateStrategy", "maxUnavailable"}
+		}
+		if path != nil {
+			if err := unstructured.SetNestedField(u.Object, int64(*maxUnavailable), path...); err != nil {
+				return nil, fmt.Errorf("set the maxUnavailable of subset %s: %w", s.Name, err)
+			}
+		}
+	}
 	if kind.Partition != nil {
 		if err := unstructured.SetNestedField(u.Object, int64(partition), kind.Partition...); err != nil {
 			return nil, fmt.Errorf("set the partition of subset %s: %w", s.Name, err)

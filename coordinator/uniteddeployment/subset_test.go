@@ -52,7 +52,7 @@ func TestDesiredWorkload(t *testing.T) {
 		Tolerations:      []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists}},
 		Patch:            runtime.RawExtension{Raw: []byte(`{"metadata":{"labels":{"tier":"gold"}},"spec":{"containers":[{"name":"app","env":[{"name":"SUBSET","value":"a"}]}]}}`)},
 	}
-	u, err := desiredWorkload(ud, s, 2, 1, "web-rev")
+	u, err := desiredWorkload(ud, s, 2, 1, "web-rev", nil)
 	require.NoError(t, err)
 	require.Equal(t, "apps/v1", u.GetAPIVersion())
 	require.Equal(t, "StatefulSet", u.GetKind())
@@ -76,17 +76,17 @@ func TestDesiredWorkload(t *testing.T) {
 	require.Equal(t, []corev1.EnvVar{{Name: "SUBSET", Value: "a"}}, pod.Spec.Containers[0].Env, "the patch merges into the container by name")
 	require.Equal(t, "nginx", pod.Spec.Containers[0].Image)
 
-	again, err := desiredWorkload(ud, s, 2, 1, "web-rev")
+	again, err := desiredWorkload(ud, s, 2, 1, "web-rev", nil)
 	require.NoError(t, err)
 	require.Equal(t, u.GetAnnotations()[AnnotationSubsetHash], again.GetAnnotations()[AnnotationSubsetHash], "the hash is stable")
-	scaled, err := desiredWorkload(ud, s, 3, 1, "web-rev")
+	scaled, err := desiredWorkload(ud, s, 3, 1, "web-rev", nil)
 	require.NoError(t, err)
 	require.NotEqual(t, u.GetAnnotations()[AnnotationSubsetHash], scaled.GetAnnotations()[AnnotationSubsetHash], "other replicas, another hash")
 
 	t.Run("CloneSet partition path", func(t *testing.T) {
 		ud := stsUD()
 		ud.Spec.Template = v1alpha1.SubsetTemplate{CloneSetTemplate: &v1alpha1.CloneSetTemplateSpec{Spec: v1alpha1.CloneSetSpec{Template: ud.Spec.Template.StatefulSetTemplate.Spec.Template}}}
-		u, err := desiredWorkload(ud, &v1alpha1.Subset{Name: "subset-a"}, 2, 1, "r")
+		u, err := desiredWorkload(ud, &v1alpha1.Subset{Name: "subset-a"}, 2, 1, "r", nil)
 		require.NoError(t, err)
 		require.Equal(t, "apps.kruise.io/v1alpha1", u.GetAPIVersion())
 		p, found, err := unstructured.NestedInt64(u.Object, "spec", "updateStrategy", "partition")
@@ -95,11 +95,11 @@ func TestDesiredWorkload(t *testing.T) {
 		require.EqualValues(t, 1, p)
 	})
 	t.Run("a bad patch names the subset", func(t *testing.T) {
-		_, err := desiredWorkload(ud, &v1alpha1.Subset{Name: "subset-b", Patch: runtime.RawExtension{Raw: []byte(`{"spec":`)}}, 1, 0, "r")
+		_, err := desiredWorkload(ud, &v1alpha1.Subset{Name: "subset-b", Patch: runtime.RawExtension{Raw: []byte(`{"spec":`)}}, 1, 0, "r", nil)
 		require.ErrorContains(t, err, "spec.topology.subsets[subset-b].patch")
 	})
 	t.Run("no template", func(t *testing.T) {
-		_, err := desiredWorkload(&v1alpha1.UnitedDeployment{}, s, 1, 0, "r")
+		_, err := desiredWorkload(&v1alpha1.UnitedDeployment{}, s, 1, 0, "r", nil)
 		require.ErrorContains(t, err, "spec.template: set one of")
 	})
 }
