@@ -42,6 +42,7 @@ var serialTests = []string{
 	"TestBroadcastJobNewNode",
 	"TestSidecarTerminatorVirtualKubelet",
 	"TestPodProbeMarkerWithoutCoordinator",
+	"TestPodUnavailableBudgetDrain",
 }
 
 // serial marks t as a test of the serial group. It fails t if t is not in
