@@ -63,6 +63,25 @@ func (w *Workloads) Controllers(pod *corev1.Pod) []ControllerRef {
 	return out
 }
 
+// OwnerCached reports whether Controllers can tell the pod's whole chain
+// of controllers: the pod has no controller, its controller is of a kind
+// without an informer (its own controller is not followed), or the
+// controller is in its informer's cache. A ReplicaSet a Deployment has
+// just created may not be cached yet when its first pods are admitted.
+func (w *Workloads) OwnerCached(pod *corev1.Pod) bool {
+	o := metav1.GetControllerOf(pod)
+	if o == nil {
+		return true
+	}
+	first := refOf(o)
+	inf := w.informerOf(first.groupKind())
+	if inf == nil {
+		return true
+	}
+	obj, err := cached(inf, pod.Namespace, first.name)
+	return err == nil && obj != nil && obj.GetUID() == first.uid
+}
+
 // Lookup returns the workload of kind gk named name in namespace, nil
 // when it does not exist. For a kind Shoal has no informer for it reads
 // the scale subresource; the error wraps ErrNoScale when that kind has

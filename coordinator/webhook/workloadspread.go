@@ -56,7 +56,9 @@ type WorkloadSpreadLookup interface {
 	// SpreadFor returns the WorkloadSpread (not being deleted) whose
 	// targetRef is in the pod's chain of controllers and whose
 	// targetFilter selects the pod, nil when none is.
-	SpreadFor(pod *corev1.Pod) (*v1alpha1.WorkloadSpread, error)
+	// It may wait, within ctx, for its caches to catch up with the pod's
+	// controller.
+	SpreadFor(ctx context.Context, pod *corev1.Pod) (*v1alpha1.WorkloadSpread, error)
 	// Spread returns the WorkloadSpread namespace/name, nil when there is
 	// none.
 	Spread(namespace, name string) (*v1alpha1.WorkloadSpread, error)
@@ -185,7 +187,7 @@ func (a *WorkloadSpreadAdmission) create(ctx context.Context, req *admissionv1.A
 	}
 	pod.Namespace = cmp.Or(pod.Namespace, req.Namespace)
 	log := klog.FromContext(ctx).WithValues("pod", klog.KRef(pod.Namespace, cmp.Or(pod.Name, pod.GenerateName)))
-	ws, err := a.spreads.SpreadFor(pod)
+	ws, err := a.spreads.SpreadFor(ctx, pod)
 	if err != nil {
 		log.Error(err, "Find the WorkloadSpread of a new pod; the pod is created unchanged")
 		return nil
@@ -247,7 +249,7 @@ func (a *WorkloadSpreadAdmission) place(ctx context.Context, ws *v1alpha1.Worklo
 	}
 	var chosen string
 	written, gone, err := a.write(ctx, ws, func(next *v1alpha1.WorkloadSpread) bool {
-		s, changed := spread.RecordCreate(next, id, replicas, a.now())
+		s, changed := spread.RecordCreateVersion(next, spread.PodVersion(ws, pod), id, replicas, a.now())
 		chosen = s
 		return changed && !dryRun
 	})
@@ -279,8 +281,15 @@ func (a *WorkloadSpreadAdmission) deleting(ctx context.Context, pod *corev1.Pod,
 	if ws == nil || spread.SingleUnlimited(ws) || spread.IsStatefulSet(ws) {
 		return
 	}
+	var replicas int32
+	if spread.Versioned(ws) && spread.HasPercent(ws) {
+		if replicas, err = a.spreads.Replicas(ctx, ws); err != nil {
+			log.Error(err, "Read the replicas of the workload of a pod being deleted; its deletion is not recorded")
+			return
+		}
+	}
 	_, _, err = a.write(ctx, ws, func(next *v1alpha1.WorkloadSpread) bool {
-		return spread.RecordDelete(next, pod.Name, inj.Subset, a.now())
+		return spread.RecordDeleteVersion(next, spread.PodVersion(ws, pod), pod.Name, inj.Subset, replicas, a.now())
 	})
 	if err != nil {
 		log.Error(err, "Record the deletion of a pod in its WorkloadSpread; the controller will count it once it is gone")

@@ -36,7 +36,7 @@ type fakeSpreads struct {
 	replicas int32
 }
 
-func (f *fakeSpreads) SpreadFor(*corev1.Pod) (*v1alpha1.WorkloadSpread, error) {
+func (f *fakeSpreads) SpreadFor(context.Context, *corev1.Pod) (*v1alpha1.WorkloadSpread, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(f.items) == 0 {

@@ -26,6 +26,7 @@
 package workloadspread
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -35,6 +36,7 @@ import (
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -44,6 +46,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
@@ -271,10 +274,25 @@ func (c *Controller) Spread(namespace, name string) (*v1alpha1.WorkloadSpread, e
 // controller: a ReplicaSet's Deployment) and whose targetFilter selects
 // the pod; nil when none is. Of several (which validation refuses), the
 // first by name.
-func (c *Controller) SpreadFor(pod *corev1.Pod) (*v1alpha1.WorkloadSpread, error) {
+//
+// The first pods of a ReplicaSet a Deployment has just created (a
+// rollout) may be admitted before the informer has the ReplicaSet, which
+// leads to the Deployment: while the pod's namespace has WorkloadSpreads,
+// SpreadFor waits up to ownerCacheWait for it (the informer is usually
+// milliseconds behind).
+func (c *Controller) SpreadFor(ctx context.Context, pod *corev1.Pod) (*v1alpha1.WorkloadSpread, error) {
 	spreads, err := c.Spreads(pod.Namespace)
-	if err != nil {
+	if err != nil || len(spreads) == 0 {
 		return nil, err
+	}
+	if !c.w.OwnerCached(pod) {
+		err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, ownerCacheWait, true, func(context.Context) (bool, error) {
+			return c.w.OwnerCached(pod), nil
+		})
+		if err != nil {
+			klog.FromContext(ctx).V(2).Info("The pod's controller is not in the cache; its WorkloadSpread is found from the pod's own controller only",
+				"pod", klog.KRef(pod.Namespace, cmp.Or(pod.Name, pod.GenerateName)), "waited", ownerCacheWait)
+		}
 	}
 	for _, ws := range spreads {
 		if ws.DeletionTimestamp == nil && c.targets(ws, pod) && selected(ws, pod) {
@@ -320,6 +338,10 @@ func selected(ws *v1alpha1.WorkloadSpread, pod *corev1.Pod) bool {
 	return sel.Matches(labels.Set(pod.Labels))
 }
 
+// ownerCacheWait bounds how long SpreadFor waits for a pod's controller
+// to reach the informer's cache.
+const ownerCacheWait = 1500 * time.Millisecond
+
 // kindJob is the Job kind, followed through the Jobs informer.
 var kindJob = schema.GroupKind{Group: batchv1.GroupName, Kind: "Job"}
 
@@ -328,6 +350,34 @@ type target struct {
 	replicas int32
 	uid      types.UID
 	object   metav1.Object
+}
+
+// latestVersion is the current revision (pod-template-hash) of ws's
+// workload when ws keeps versioned statuses: a ReplicaSet's own, a
+// Deployment's newest ReplicaSet's; "" otherwise or when unknown.
+func (c *Controller) latestVersion(ws *v1alpha1.WorkloadSpread, t *target) string {
+	if t == nil || !spread.Versioned(ws) {
+		return ""
+	}
+	if rs, ok := t.object.(*appsv1.ReplicaSet); ok {
+		return rs.Labels[appsv1.DefaultDeploymentUniqueLabelKey]
+	}
+	if c.o.ReplicaSets == nil {
+		return ""
+	}
+	objs, err := c.o.ReplicaSets.GetIndexer().ByIndex(cache.NamespaceIndex, ws.Namespace)
+	if err != nil {
+		return ""
+	}
+	var owned []*appsv1.ReplicaSet
+	for _, o := range objs {
+		if rs, ok := o.(*appsv1.ReplicaSet); ok {
+			if ref := metav1.GetControllerOfNoCopy(rs); ref != nil && ref.UID == t.uid {
+				owned = append(owned, rs)
+			}
+		}
+	}
+	return spread.LatestVersion(owned)
 }
 
 // lookup returns ws's workload, nil when it does not exist.
@@ -529,7 +579,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		return 0, err
 	}
 	if spread.DeletionCostKind(ws) {
-		if err := c.setDeletionCosts(ctx, ws, pods, spread.DeletionCosts(ws, g, replicas)); err != nil {
+		if err := c.setDeletionCosts(ctx, ws, pods, spread.DeletionCosts(ws, g, replicas, c.latestVersion(ws, t))); err != nil {
 			return 0, err
 		}
 	}
@@ -540,15 +590,19 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		c.o.Recorder.Eventf(ws, nil, corev1.EventTypeWarning, "InvalidSpec", "Sync", "cannot compute the subsets' status: %v", err)
 		return 0, nil
 	}
+	if out.Status.VersionedSubsetStatuses, err = spread.VersionedStatus(ws, g, replicas, now, &out); err != nil {
+		c.o.Recorder.Eventf(ws, nil, corev1.EventTypeWarning, "InvalidSpec", "Sync", "cannot compute the subsets' status: %v", err)
+		return 0, nil
+	}
 	var after time.Duration
 	if !out.Recheck.IsZero() {
 		after = max(out.Recheck.Sub(now)+100*time.Millisecond, 100*time.Millisecond)
 	}
 	if out.Status.ObservedGeneration != ws.Status.ObservedGeneration ||
-		!apiequality.Semantic.DeepEqual(out.Status.SubsetStatuses, ws.Status.SubsetStatuses) {
+		!apiequality.Semantic.DeepEqual(out.Status.SubsetStatuses, ws.Status.SubsetStatuses) ||
+		!apiequality.Semantic.DeepEqual(out.Status.VersionedSubsetStatuses, ws.Status.VersionedSubsetStatuses) {
 		next := ws.DeepCopy()
-		next.Status.ObservedGeneration = out.Status.ObservedGeneration
-		next.Status.SubsetStatuses = out.Status.SubsetStatuses
+		next.Status = out.Status
 		if _, err := c.o.Shoal.AppsV1alpha1().WorkloadSpreads(ws.Namespace).UpdateStatus(ctx, next, metav1.UpdateOptions{}); err != nil {
 			// A conflict is the webhook's newer record: its informer event
 			// brings the WorkloadSpread back.

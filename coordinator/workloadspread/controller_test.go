@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	kubeinformers "k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -160,7 +162,7 @@ func TestControllerDeployment(t *testing.T) {
 	}, 10*time.Second, 10*time.Millisecond, "a keeps its 2 oldest pods; the newest goes first")
 
 	// The lookups the webhook uses.
-	got, err := h.c.SpreadFor(rsPod("new", "", "", t0))
+	got, err := h.c.SpreadFor(context.Background(), rsPod("new", "", "", t0))
 	require.NoError(t, err)
 	require.Equal(t, "ws", got.Name)
 	r, err := h.c.Replicas(context.Background(), got)
@@ -168,9 +170,27 @@ func TestControllerDeployment(t *testing.T) {
 	require.Equal(t, int32(4), r)
 	other := rsPod("other", "", "", t0)
 	other.OwnerReferences[0].Name = "api-1"
-	got, err = h.c.SpreadFor(other)
+	got, err = h.c.SpreadFor(context.Background(), other)
 	require.NoError(t, err)
 	require.Nil(t, got)
+
+	// A rollout's first pod may come before its new ReplicaSet reaches
+	// the cache: SpreadFor waits for it.
+	next := rsPod("next", "", "", t0)
+	next.OwnerReferences[0].Name, next.OwnerReferences[0].UID = "web-2", "rs2-uid"
+	found := make(chan *v1alpha1.WorkloadSpread, 1)
+	go func() {
+		ws, err := h.c.SpreadFor(context.Background(), next)
+		assert.NoError(t, err)
+		found <- ws
+	}()
+	rs2 := rs.DeepCopy()
+	rs2.Name, rs2.UID, rs2.ResourceVersion = "web-2", "rs2-uid", ""
+	_, err = h.kube.AppsV1().ReplicaSets("ns").Create(context.Background(), rs2, metav1.CreateOptions{})
+	require.NoError(t, err)
+	got = <-found
+	require.NotNil(t, got, "the pod of the new ReplicaSet finds the Deployment's WorkloadSpread")
+	require.Equal(t, "ws", got.Name)
 
 	// Scaling the Deployment changes a's limit: 50% of 6 is 3.
 	deploy.Spec.Replicas = ptr.To[int32](6)
@@ -249,8 +269,65 @@ func TestControllerAdaptive(t *testing.T) {
 		_, err := h.kube.CoreV1().Pods("ns").Get(context.Background(), "stuck", metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	}, 10*time.Second, 10*time.Millisecond, "the unschedulable pod is deleted")
+	// The status written, not the one stored: the fake clientset has no
+	// resourceVersion conflicts, so a later sync from an informer copy
+	// older than that write may overwrite it (the apiserver refuses it).
 	require.Eventually(t, func() bool {
-		sts := h.ws(t).Status.SubsetStatuses
-		return len(sts) == 2 && spread.Unschedulable(&sts[0]) && !spread.Unschedulable(&sts[1])
+		for _, a := range h.shoal.Actions() {
+			u, ok := a.(clienttesting.UpdateAction)
+			if !ok || u.GetSubresource() != "status" {
+				continue
+			}
+			sts := u.GetObject().(*v1alpha1.WorkloadSpread).Status.SubsetStatuses
+			if len(sts) == 2 && spread.Unschedulable(&sts[0]) && !spread.Unschedulable(&sts[1]) {
+				return true
+			}
+		}
+		return false
 	}, 10*time.Second, 10*time.Millisecond, "subset a is marked unschedulable")
+}
+
+// TestControllerVersioned: mid-rollout, a Deployment's pods of two
+// revisions are counted per revision in versionedSubsetStatuses, and the
+// old revision's pods are costed with the subsets in reverse order.
+func TestControllerVersioned(t *testing.T) {
+	deploy := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", UID: "deploy-uid"},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](4)}}
+	owner := []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", UID: "deploy-uid", Controller: ptr.To(true)}}
+	rs := func(name, rev, hash string) *appsv1.ReplicaSet {
+		return &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID(name), OwnerReferences: owner,
+			Annotations: map[string]string{"deployment.kubernetes.io/revision": rev},
+			Labels:      map[string]string{appsv1.DefaultDeploymentUniqueLabelKey: hash}}}
+	}
+	pod := func(name, subset, hash string) *corev1.Pod {
+		p := rsPod(name, subset, "n1", t0.Add(-time.Hour))
+		p.Labels[appsv1.DefaultDeploymentUniqueLabelKey] = hash
+		p.OwnerReferences[0].Name, p.OwnerReferences[0].UID = "web-"+hash, types.UID("web-"+hash)
+		return p
+	}
+	ws := &v1alpha1.WorkloadSpread{
+		ObjectMeta: metav1.ObjectMeta{Name: "ws", Namespace: "ns", Generation: 1},
+		Spec: v1alpha1.WorkloadSpreadSpec{
+			TargetReference: &v1alpha1.TargetReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"},
+			Subsets:         []v1alpha1.WorkloadSpreadSubset{{Name: "a", MaxReplicas: ptr.To(intstr.FromInt32(2))}, {Name: "b"}},
+		},
+	}
+	h := start(t, []any{deploy, rs("web-old", "1", "old"), rs("web-new", "2", "new"),
+		pod("o1", "a", "old"), pod("o2", "a", "old"), pod("o3", "b", "old"), pod("n1", "a", "new"), pod("n2", "b", "new")}, ws)
+	require.Eventually(t, func() bool {
+		st := h.ws(t).Status
+		old, cur := st.VersionedSubsetStatuses["old"], st.VersionedSubsetStatuses["new"]
+		return len(st.SubsetStatuses) == 2 && st.SubsetStatuses[0].Replicas == 3 && st.SubsetStatuses[0].MissingReplicas == 0 &&
+			len(old) == 2 && old[0].Replicas == 2 && old[0].MissingReplicas == 0 && old[1].Replicas == 1 &&
+			len(cur) == 2 && cur[0].Replicas == 1 && cur[0].MissingReplicas == 1 && cur[1].Replicas == 1
+	}, 10*time.Second, 10*time.Millisecond, "statuses per revision")
+	want := map[string]string{"o1": "100", "o2": "100", "o3": "200", "n1": "200", "n2": "100"}
+	require.Eventually(t, func() bool {
+		for name, cost := range want {
+			if h.pod(t, name).Annotations[wellknown.AnnotationPodDeletionCost] != cost {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 10*time.Millisecond, "deletion costs %v", want)
 }

@@ -1015,10 +1015,9 @@ func TestWorkloadSpread(t *testing.T) {
 	t.Run("elastic deploy for deployment, zone-a=2, zone-b=nil", func(t *testing.T) {
 		t.Parallel()
 		// The Deployment's rollout surges new pods while the old ones hold
-		// zone-a; OpenKruise counts each revision's pods apart
-		// (status.versionedSubsetStatuses), which Shoal does not keep yet,
-		// so the new revision's pods all go to zone-b.
-		t.Skip("not yet: WorkloadSpread's per-revision subset counts (versionedSubsetStatuses) for Deployment rollouts")
+		// zone-a; each revision's pods are counted apart
+		// (status.versionedSubsetStatuses), so the new revision's first
+		// two pods still go to zone-a, and the old ones there go first.
 		w := newWSTester(t)
 		z := w.zones()
 		const name = "busybox"

@@ -12,10 +12,10 @@
 //   - the pod's mutation: required and preferred node affinity,
 //     tolerations, the subset's strategic merge patch and the annotation
 //     (Inject);
-//   - the pod-deletion-cost that steers scale-in (DeletionCosts).
-//
-// Only the flat status.subsetStatuses are kept; OpenKruise 1.6+ also keeps
-// versionedSubsetStatuses per Deployment revision, which Shoal does not.
+//   - the pod-deletion-cost that steers scale-in (DeletionCosts);
+//   - for Deployments and ReplicaSets, the same counts per revision
+//     (versionedSubsetStatuses), so that a rolling update keeps the
+//     spread (versioned.go).
 package spread
 
 import (

@@ -355,7 +355,7 @@ func TestDeletionCosts(t *testing.T) {
 	require.Equal(t, map[string]string{
 		"a-old": "300", "a-new": "-100", "a-pending": "-100", // a keeps its oldest running pod
 		"b1": "200", "c1": "100", "stray": "-400",
-	}, DeletionCosts(ws, g, 10))
+	}, DeletionCosts(ws, g, 10, ""))
 	ws.Spec.TargetReference.Kind = "Job"
 	require.False(t, DeletionCostKind(ws))
 }

@@ -274,9 +274,33 @@ func DeletionCostKind(ws *v1alpha1.WorkloadSpread) bool {
 // maxReplicas costs 100*(n-i); the pods over maxReplicas (the first ones
 // in scale-in order: unscheduled, pending, not ready, ... newest) cost
 // -100*(i+1); pods in no subset cost -100*(n+1).
-func DeletionCosts(ws *v1alpha1.WorkloadSpread, g Groups, replicas int32) map[string]string {
-	n := len(ws.Spec.Subsets)
+//
+// A WorkloadSpread with versioned statuses counts each revision's pods
+// apart, and latest names the workload's current revision: its pods are
+// costed as above, while an older revision's are costed with the subsets
+// in reverse order, so that the rollout removes the old pods of the
+// first subsets first, where the new revision's pods go first (latest
+// "": all pods as one revision).
+func DeletionCosts(ws *v1alpha1.WorkloadSpread, g Groups, replicas int32, latest string) map[string]string {
 	costs := map[string]string{}
+	if Versioned(ws) && latest != "" {
+		for v, bySubset := range ByVersion(ws, g) {
+			subsetCosts(ws, bySubset, replicas, v != latest, costs)
+		}
+	} else {
+		subsetCosts(ws, g.BySubset, replicas, false, costs)
+	}
+	n := len(ws.Spec.Subsets)
+	for _, p := range activeOf(g.Unmatched) {
+		costs[p.Name] = strconv.Itoa(costNegative * (n + 1))
+	}
+	return costs
+}
+
+// subsetCosts sets in costs the deletion costs of the active pods of
+// bySubset, the subsets taken in reverse order when reverse is set.
+func subsetCosts(ws *v1alpha1.WorkloadSpread, bySubset map[string][]*corev1.Pod, replicas int32, reverse bool, costs map[string]string) {
+	n := len(ws.Spec.Subsets)
 	set := func(pods []*corev1.Pod, cost int) {
 		for _, p := range pods {
 			costs[p.Name] = strconv.Itoa(cost)
@@ -284,22 +308,24 @@ func DeletionCosts(ws *v1alpha1.WorkloadSpread, g Groups, replicas int32) map[st
 	}
 	for i := range ws.Spec.Subsets {
 		s := &ws.Spec.Subsets[i]
-		active := activeOf(g.BySubset[s.Name])
+		pos := i
+		if reverse {
+			pos = n - 1 - i
+		}
+		active := activeOf(bySubset[s.Name])
 		limit, ok, err := MaxReplicas(s, replicas)
 		if err != nil {
 			continue
 		}
 		if !ok || len(active) <= int(limit) {
-			set(active, costPositive*(n-i))
+			set(active, costPositive*(n-pos))
 			continue
 		}
 		SortForDeletion(active)
 		extra := len(active) - int(limit)
-		set(active[:extra], costNegative*(i+1))
-		set(active[extra:], costPositive*(n-i))
+		set(active[:extra], costNegative*(pos+1))
+		set(active[extra:], costPositive*(n-pos))
 	}
-	set(activeOf(g.Unmatched), costNegative*(n+1))
-	return costs
 }
 
 func activeOf(pods []*corev1.Pod) []*corev1.Pod {
