@@ -50,9 +50,16 @@ func newUDAdaptive(t *testing.T, f *framework.Framework, ud *v1alpha1.UnitedDepl
 			RescheduleCriticalSeconds: ptr.To(critical), UnschedulableLastSeconds: ptr.To(last), ReserveUnschedulablePods: reserve,
 		},
 	}
-	_, err := f.Shoal.AppsV1alpha1().UnitedDeployments(f.Namespace).Create(ctx, ud, metav1.CreateOptions{})
+	_, err := uds(t, f).Create(ctx, ud, metav1.CreateOptions{})
 	require.NoError(t, err)
 	return u
+}
+
+// udNodeLabel is a node label key of this test's: the cases run at
+// v1alpha1 and again at v1beta1 (TestV1beta1) at the same time, on the
+// same node.
+func udNodeLabel(f *framework.Framework, name string) string {
+	return "ud-e2e-" + f.APIVersion + "/" + name
 }
 
 // nodeSelected is a subset term requiring the node label key=value.
@@ -79,13 +86,13 @@ func (u *udAdaptive) setNodeLabel(key, value string) {
 
 // get reads the UnitedDeployment.
 func (u *udAdaptive) get(ctx context.Context) (*v1alpha1.UnitedDeployment, error) {
-	return u.f.Shoal.AppsV1alpha1().UnitedDeployments(u.f.Namespace).Get(ctx, u.name, metav1.GetOptions{})
+	return uds(u.t, u.f).Get(ctx, u.name, metav1.GetOptions{})
 }
 
 // update changes the UnitedDeployment.
 func (u *udAdaptive) update(change func(*v1alpha1.UnitedDeployment)) {
 	u.t.Helper()
-	updateObject(u.ctx, u.t, u.f.Shoal.AppsV1alpha1().UnitedDeployments(u.f.Namespace), u.name, change)
+	updateObject(u.ctx, u.t, uds(u.t, u.f), u.name, change)
 }
 
 // scale sets spec.replicas and waits until status.replicas (reserved
@@ -93,7 +100,7 @@ func (u *udAdaptive) update(change func(*v1alpha1.UnitedDeployment)) {
 func (u *udAdaptive) scale(n int32) {
 	u.t.Helper()
 	u.update(func(ud *v1alpha1.UnitedDeployment) { ud.Spec.Replicas = ptr.To(n) })
-	waitObject(u.ctx, u.t, u.f.Shoal.AppsV1alpha1().UnitedDeployments(u.f.Namespace), udTimeout, u.name, fmt.Sprintf("status.replicas %d", n),
+	waitObject(u.ctx, u.t, uds(u.t, u.f), udTimeout, u.name, fmt.Sprintf("status.replicas %d", n),
 		func(ud *v1alpha1.UnitedDeployment) bool {
 			return ud.Status.ObservedGeneration == ud.Generation && ud.Status.Replicas == n
 		},
@@ -104,7 +111,7 @@ func (u *udAdaptive) scale(n int32) {
 // False exactly when want[i].
 func (u *udAdaptive) checkUnschedulable(want ...bool) {
 	u.t.Helper()
-	waitObject(u.ctx, u.t, u.f.Shoal.AppsV1alpha1().UnitedDeployments(u.f.Namespace), udTimeout, u.name, fmt.Sprintf("unschedulable subsets %v", want),
+	waitObject(u.ctx, u.t, uds(u.t, u.f), udTimeout, u.name, fmt.Sprintf("unschedulable subsets %v", want),
 		func(ud *v1alpha1.UnitedDeployment) bool {
 			for i, w := range want {
 				i := slices.IndexFunc(ud.Status.SubsetStatuses, func(s v1alpha1.UnitedDeploymentSubsetStatus) bool { return s.Name == fmt.Sprintf("subset-%d", i) })
@@ -205,7 +212,7 @@ func TestUnitedDeploymentAdaptive(t *testing.T) {
 
 	t.Run("adaptive united deployment basic", func(t *testing.T) {
 		t.Parallel()
-		const key = "ud-e2e/adaptive-ud"
+		key := udNodeLabel(f, "adaptive-ud")
 		bad := udSubset("subset-1", "", "", "2")
 		bad.NodeSelectorTerm = nodeSelected(key, "haha")
 		ud := testUnitedDeployment(f, "adaptive-ud-elastic", "Deployment", 3,
@@ -261,7 +268,7 @@ func TestUnitedDeploymentAdaptive(t *testing.T) {
 
 	t.Run("adaptive united deployment with min replicas", func(t *testing.T) {
 		t.Parallel()
-		const key = "ud-e2e/adaptive-ud-min"
+		key := udNodeLabel(f, "adaptive-ud-min")
 		bad := udSubset("subset-0", "", "1", "2")
 		bad.NodeSelectorTerm = nodeSelected(key, "haha")
 		ud := testUnitedDeployment(f, "adaptive-ud-with-min", "CloneSet", 3, bad, udSubset("subset-1", "", "", ""))
@@ -299,7 +306,7 @@ func TestUnitedDeploymentAdaptive(t *testing.T) {
 	// reserved pods are replaced by pods of the new template too),
 	// subset-0 recovering, then after.
 	reserving := func(t *testing.T, name string, critical int32, minReplicas string, before, after func(u *udAdaptive)) {
-		key0, key1 := "ud-e2e/temp-"+name+"-0", "ud-e2e/temp-"+name+"-1"
+		key0, key1 := udNodeLabel(f, "temp-"+name+"-0"), udNodeLabel(f, "temp-"+name+"-1")
 		s0, s1 := udSubset("subset-0", "", minReplicas, ""), udSubset("subset-1", "", minReplicas, "")
 		s0.NodeSelectorTerm, s1.NodeSelectorTerm = nodeSelected(key0, "true"), nodeSelected(key1, "true")
 		ud := testUnitedDeployment(f, name, "Deployment", 2, s0, s1, udSubset("subset-2", "", "", ""))
@@ -357,7 +364,7 @@ func TestUnitedDeploymentAdaptive(t *testing.T) {
 // place of OpenKruise's fixed 10 s sleep before a scale-in.
 func waitReady(u *udAdaptive, n int32) {
 	u.t.Helper()
-	waitObject(u.ctx, u.t, u.f.Shoal.AppsV1alpha1().UnitedDeployments(u.f.Namespace), udTimeout, u.name, fmt.Sprintf("%d ready pods", n),
+	waitObject(u.ctx, u.t, uds(u.t, u.f), udTimeout, u.name, fmt.Sprintf("%d ready pods", n),
 		func(ud *v1alpha1.UnitedDeployment) bool { return ud.Status.ReadyReplicas == n },
 		func(ud *v1alpha1.UnitedDeployment) any { return ud.Status })
 }

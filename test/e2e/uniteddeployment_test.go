@@ -98,7 +98,7 @@ func waitSubsets(ctx context.Context, t *testing.T, f *framework.Framework, name
 	var have map[string]int32
 	var status v1alpha1.UnitedDeploymentStatus
 	err := framework.WaitFor(ctx, udTimeout, func(ctx context.Context) (bool, error) {
-		ud, err := f.Shoal.AppsV1alpha1().UnitedDeployments(f.Namespace).Get(ctx, name, metav1.GetOptions{})
+		ud, err := uds(t, f).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
@@ -122,7 +122,7 @@ func waitSubsets(ctx context.Context, t *testing.T, f *framework.Framework, name
 // scaleUnitedDeployment sets spec.replicas.
 func scaleUnitedDeployment(ctx context.Context, t *testing.T, f *framework.Framework, name string, replicas int32) {
 	t.Helper()
-	updateObject(ctx, t, f.Shoal.AppsV1alpha1().UnitedDeployments(f.Namespace), name, func(ud *v1alpha1.UnitedDeployment) { ud.Spec.Replicas = ptr.To(replicas) })
+	updateObject(ctx, t, uds(t, f), name, func(ud *v1alpha1.UnitedDeployment) { ud.Spec.Replicas = ptr.To(replicas) })
 }
 
 // subsets maps subset-0, subset-1, ... to replicas.
@@ -146,7 +146,7 @@ func TestUnitedDeployment(t *testing.T) {
 		t.Parallel()
 		ud := testUnitedDeployment(f, "ud-elastic", "AdvancedStatefulSet", 3,
 			udSubset("subset-0", "", "1", "2"), udSubset("subset-1", "", "1", "2"), udSubset("subset-2", "", "1", ""))
-		_, err := f.Shoal.AppsV1alpha1().UnitedDeployments(f.Namespace).Create(ctx, ud, metav1.CreateOptions{})
+		_, err := uds(t, f).Create(ctx, ud, metav1.CreateOptions{})
 		require.NoError(t, err)
 		waitSubsets(ctx, t, f, ud.Name, subsets(1, 1, 1))
 		scaleUnitedDeployment(ctx, t, f, ud.Name, 7)
@@ -160,7 +160,7 @@ func TestUnitedDeployment(t *testing.T) {
 		t.Parallel()
 		ud := testUnitedDeployment(f, "ud-specific", "CloneSet", 3,
 			udSubset("subset-0", "25%", "", ""), udSubset("subset-1", "25%", "", ""), udSubset("subset-2", "", "", ""))
-		_, err := f.Shoal.AppsV1alpha1().UnitedDeployments(f.Namespace).Create(ctx, ud, metav1.CreateOptions{})
+		_, err := uds(t, f).Create(ctx, ud, metav1.CreateOptions{})
 		require.NoError(t, err)
 		waitSubsets(ctx, t, f, ud.Name, subsets(1, 1, 1))
 		scaleUnitedDeployment(ctx, t, f, ud.Name, 4)
@@ -180,7 +180,7 @@ func TestUnitedDeployment(t *testing.T) {
 		a, b := udSubset("subset-0", "2", "", ""), udSubset("subset-1", "", "", "")
 		a.NodeSelectorTerm, b.NodeSelectorTerm = pin(nodes[0].Name), pin(nodes[1].Name)
 		ud := testUnitedDeployment(f, "ud-manual", "AdvancedStatefulSet", 4, a, b)
-		_, err := f.Shoal.AppsV1alpha1().UnitedDeployments(f.Namespace).Create(ctx, ud, metav1.CreateOptions{})
+		_, err := uds(t, f).Create(ctx, ud, metav1.CreateOptions{})
 		require.NoError(t, err)
 		waitSubsets(ctx, t, f, ud.Name, subsets(2, 2))
 		pods, err := f.Kube.CoreV1().Pods(f.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app=" + ud.Name})
@@ -193,7 +193,7 @@ func TestUnitedDeployment(t *testing.T) {
 			require.Equal(t, want, p.Spec.NodeName, "pod %s of %s", p.Name, p.Labels[wellknown.LabelSubsetName])
 		}
 
-		updateObject(ctx, t, f.Shoal.AppsV1alpha1().UnitedDeployments(f.Namespace), ud.Name, func(ud *v1alpha1.UnitedDeployment) {
+		updateObject(ctx, t, uds(t, f), ud.Name, func(ud *v1alpha1.UnitedDeployment) {
 			ud.Spec.Template.AdvancedStatefulSetTemplate.Spec.Template.Spec.Containers[0].Image = f.Image("testserver:v2")
 			ud.Spec.UpdateStrategy = v1alpha1.UnitedDeploymentUpdateStrategy{Type: v1alpha1.ManualUpdateStrategyType,
 				ManualUpdate: &v1alpha1.ManualUpdate{Partitions: map[string]int32{"subset-0": 1}}}
@@ -218,7 +218,7 @@ func TestUnitedDeployment(t *testing.T) {
 			return maps.Equal(images["subset-0"], map[string]int{old: 1, v2: 1}) && maps.Equal(images["subset-1"], map[string]int{v2: 2}), nil
 		})
 		require.NoError(t, err, "subset-0 keeps one old pod (partition 1), subset-1 is all new")
-		got, err := f.Shoal.AppsV1alpha1().UnitedDeployments(f.Namespace).Get(ctx, ud.Name, metav1.GetOptions{})
+		got, err := uds(t, f).Get(ctx, ud.Name, metav1.GetOptions{})
 		require.NoError(t, err)
 		require.Equal(t, map[string]int32{"subset-0": 1}, got.Status.UpdateStatus.CurrentPartitions)
 	})

@@ -18,16 +18,18 @@ import (
 	"github.com/shoal-io/shoal/test/e2e/framework"
 )
 
-// v1beta1Parent is the test under which OpenKruise's CRR and ImagePullJob
-// cases run again with their requests written and read at v1beta1.
+// v1beta1Parent is the test under which OpenKruise's CRR, ImagePullJob
+// and UnitedDeployment cases run again with their requests written and
+// read at v1beta1.
 const v1beta1Parent = "TestV1beta1"
 
-// TestV1beta1 runs the ported OpenKruise CRR and ImagePullJob cases again,
-// with the same assertions, while every request their helpers create or
-// read (createCRR, waitCRR, createPullJob, getPullJob, waitPullJob) goes
-// through the apiserver at apps.kruise.io/v1beta1: admission through
-// matchPolicy Equivalent, storage at v1alpha1 through the conversion
-// webhook, and the v1beta1 answers converted back for the assertions.
+// TestV1beta1 runs the ported OpenKruise CRR, ImagePullJob and
+// UnitedDeployment cases again, with the same assertions, while every
+// request their helpers create or read (createCRR, waitCRR, createPullJob,
+// getPullJob, waitPullJob, uds) goes through the apiserver at
+// apps.kruise.io/v1beta1: admission through matchPolicy Equivalent,
+// storage at v1alpha1 through the conversion webhook, and the v1beta1
+// answers converted back for the assertions.
 func TestV1beta1(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -40,6 +42,8 @@ func TestV1beta1(t *testing.T) {
 		{"TestCRRForceRecreate", TestCRRForceRecreate},
 		{"TestCRRQueueOnOnePod", TestCRRQueueOnOnePod},
 		{"TestImagePullJobOpenKruise", TestImagePullJobOpenKruise},
+		{"TestUnitedDeployment", TestUnitedDeployment},
+		{"TestUnitedDeploymentAdaptive", TestUnitedDeploymentAdaptive},
 	} {
 		t.Run(tc.name, tc.test)
 	}
@@ -124,4 +128,61 @@ func pullJobs(t *testing.T, f *framework.Framework) versionedClient[v1alpha1.Ima
 		t: t, f: f, kind: "ImagePullJob",
 		alphaCreate: alpha.Create, alphaGet: alpha.Get, betaCreate: beta.Create, betaGet: beta.Get,
 	}
+}
+
+// udClient reads and writes UnitedDeployments at the test's f.APIVersion,
+// taking and giving v1alpha1 objects: under TestV1beta1 every create, get
+// and update goes through apps.kruise.io/v1beta1 (whose adaptive fields
+// differ: unschedulableDuration for unschedulableLastSeconds), converted
+// at the edges.
+type udClient struct {
+	t *testing.T
+	f *framework.Framework
+}
+
+// uds is the test's UnitedDeployment client.
+func uds(t *testing.T, f *framework.Framework) udClient { return udClient{t: t, f: f} }
+
+// Create creates ud.
+func (c udClient) Create(ctx context.Context, ud *v1alpha1.UnitedDeployment, opts metav1.CreateOptions) (*v1alpha1.UnitedDeployment, error) {
+	if c.f.APIVersion != "v1beta1" {
+		return c.f.Shoal.AppsV1alpha1().UnitedDeployments(c.f.Namespace).Create(ctx, ud, opts)
+	}
+	got, err := c.f.Shoal.AppsV1beta1().UnitedDeployments(c.f.Namespace).Create(ctx, c.beta(ud), opts)
+	if err != nil {
+		return nil, err
+	}
+	return c.alpha(got), nil
+}
+
+// Get reads the UnitedDeployment name.
+func (c udClient) Get(ctx context.Context, name string, opts metav1.GetOptions) (*v1alpha1.UnitedDeployment, error) {
+	if c.f.APIVersion != "v1beta1" {
+		return c.f.Shoal.AppsV1alpha1().UnitedDeployments(c.f.Namespace).Get(ctx, name, opts)
+	}
+	got, err := c.f.Shoal.AppsV1beta1().UnitedDeployments(c.f.Namespace).Get(ctx, name, opts)
+	if err != nil {
+		return nil, err
+	}
+	return c.alpha(got), nil
+}
+
+// Update writes ud (its resourceVersion guards the write).
+func (c udClient) Update(ctx context.Context, ud *v1alpha1.UnitedDeployment, opts metav1.UpdateOptions) (*v1alpha1.UnitedDeployment, error) {
+	if c.f.APIVersion != "v1beta1" {
+		return c.f.Shoal.AppsV1alpha1().UnitedDeployments(c.f.Namespace).Update(ctx, ud, opts)
+	}
+	got, err := c.f.Shoal.AppsV1beta1().UnitedDeployments(c.f.Namespace).Update(ctx, c.beta(ud), opts)
+	if err != nil {
+		return nil, err
+	}
+	return c.alpha(got), nil
+}
+
+func (c udClient) beta(ud *v1alpha1.UnitedDeployment) *v1beta1.UnitedDeployment {
+	return convertTo[v1beta1.UnitedDeployment](c.t, ud, "UnitedDeployment", "v1alpha1", "v1beta1")
+}
+
+func (c udClient) alpha(ud *v1beta1.UnitedDeployment) *v1alpha1.UnitedDeployment {
+	return convertTo[v1alpha1.UnitedDeployment](c.t, ud, "UnitedDeployment", "v1beta1", "v1alpha1")
 }
