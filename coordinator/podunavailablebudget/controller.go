@@ -140,18 +140,10 @@ func (c *Controller) Run(ctx context.Context) error {
 	return nil
 }
 
-// unwrap returns the object of an informer event, a tombstone unwrapped.
-func unwrap(obj any) any {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		return t.Obj
-	}
-	return obj
-}
-
 // podEvent queues the budgets covering the pod before or after the
 // change, unless nothing a budget counts changed.
 func (c *Controller) podEvent(old, obj any) {
-	p, ok := unwrap(obj).(*corev1.Pod)
+	p, ok := workload.Unwrap(obj).(*corev1.Pod)
 	if !ok {
 		return
 	}
@@ -159,7 +151,7 @@ func (c *Controller) podEvent(old, obj any) {
 	if err != nil || len(pubs) == 0 {
 		return
 	}
-	o, _ := unwrap(old).(*corev1.Pod)
+	o, _ := workload.Unwrap(old).(*corev1.Pod)
 	if o != nil && !podChanged(o, p) {
 		return
 	}
@@ -184,7 +176,7 @@ func podChanged(o, n *corev1.Pod) bool {
 // by a budget computed for more replicas) and deletion.
 func (c *Controller) workloadHandler() cache.ResourceEventHandlerFuncs {
 	all := func(obj any) {
-		if m, ok := unwrap(obj).(metav1.Object); ok {
+		if m, ok := workload.Unwrap(obj).(metav1.Object); ok {
 			c.enqueueNamespace(m.GetNamespace())
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/shoal-io/shoal/coordinator/workload"
 	"github.com/shoal-io/shoal/protocol/apis/apps/v1alpha1"
 	"github.com/shoal-io/shoal/protocol/apis/wellknown"
 )
@@ -137,7 +138,7 @@ func pendingTimeout(p *corev1.Pod, timeout time.Duration, now time.Time) (bool, 
 	}
 	deadline := p.CreationTimestamp.Add(timeout)
 	switch {
-	case !deadline.After(now) && unschedulable(p):
+	case !deadline.After(now) && workload.Unschedulable(p):
 		return true, 0
 	case !deadline.After(now):
 		// Not yet seen unschedulable by the scheduler: look again soon.
@@ -173,16 +174,6 @@ func observeDefault(ss *v1alpha1.UnitedDeploymentSubsetStatus, s *subsetState, a
 		setSchedulable(ss, corev1.ConditionFalse, "Reschedule", fmt.Sprintf("%d pod(s) unschedulable for %s; new pods go to later subsets", timedOut, a.critical), now)
 		requeue.at(a.last)
 	}
-}
-
-// unschedulable reports whether the scheduler found no node for p.
-func unschedulable(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-			return true
-		}
-	}
-	return false
 }
 
 // reservedLabel reads a pod's reserved label: its value, and whether it
@@ -246,7 +237,7 @@ func observeReserve(ss *v1alpha1.UnitedDeploymentSubsetStatus, s *subsetState, a
 	label := map[string]bool{}
 	for i, p := range s.pods {
 		d := &decisions[i]
-		if reservedAny && !d.is && p.DeletionTimestamp == nil && p.Spec.NodeName == "" && unschedulable(p) {
+		if reservedAny && !d.is && p.DeletionTimestamp == nil && p.Spec.NodeName == "" && workload.Unschedulable(p) {
 			// The subset is unschedulable: its other pods the scheduler
 			// found no node for are reserved with it, not one by one as
 			// each times out.
@@ -255,7 +246,7 @@ func observeReserve(ss *v1alpha1.UnitedDeploymentSubsetStatus, s *subsetState, a
 		switch {
 		case d.is:
 			s.reserved++
-		case d.after > 0 && unschedulable(p):
+		case d.after > 0 && workload.Unschedulable(p):
 			s.waiting = true
 		}
 		requeue.at(d.after)
@@ -270,47 +261,6 @@ func observeReserve(ss *v1alpha1.UnitedDeploymentSubsetStatus, s *subsetState, a
 		setSchedulable(ss, corev1.ConditionTrue, "Reschedule", "no reserved pods", now)
 	}
 	return label
-}
-
-// minMax resolves every subset's minReplicas and maxReplicas (0 and
-// unlimited when unset).
-func minMax(total int32, subsets []v1alpha1.Subset) (mins, maxs []int32, err error) {
-	mins, maxs = make([]int32, len(subsets)), make([]int32, len(subsets))
-	for i, s := range subsets {
-		maxs[i] = math.MaxInt32
-		if s.MinReplicas != nil {
-			if mins[i], err = subsetReplicas(total, *s.MinReplicas); err != nil {
-				return nil, nil, fmt.Errorf("spec.topology.subsets[%d].minReplicas: %w", i, err)
-			}
-		}
-		if s.MaxReplicas != nil {
-			if maxs[i], err = subsetReplicas(total, *s.MaxReplicas); err != nil {
-				return nil, nil, fmt.Errorf("spec.topology.subsets[%d].maxReplicas: %w", i, err)
-			}
-		}
-		if mins[i] > maxs[i] {
-			return nil, nil, fmt.Errorf("spec.topology.subsets[%d]: maxReplicas %d is below minReplicas %d", i, maxs[i], mins[i])
-		}
-	}
-	return mins, maxs, nil
-}
-
-// fill gives each subset, in spec order, its minimum while replicas last,
-// then each up to its maximum.
-func fill(total int32, subsets []v1alpha1.Subset, mins, maxs []int32) map[string]int32 {
-	out := make(map[string]int32, len(subsets))
-	left := total
-	for i, s := range subsets {
-		n := max(min(mins[i], left), 0)
-		out[s.Name] = n
-		left -= n
-	}
-	for i, s := range subsets {
-		n := max(min(maxs[i]-mins[i], left), 0)
-		out[s.Name] += n
-		left -= n
-	}
-	return out
 }
 
 // allocateAdaptive is the default Adaptive allocator: each subset keeps

@@ -59,26 +59,42 @@ func allocate(ud *v1alpha1.UnitedDeployment, current map[string]int32) (map[stri
 	return allocateSpecific(total, subsets, current)
 }
 
-// allocateElastic is the min/max allocator.
+// allocateElastic is the min/max allocator: each subset, in spec order,
+// gets its minimum while replicas last, then each up to its maximum.
 func allocateElastic(total int32, subsets []v1alpha1.Subset) (map[string]int32, error) {
-	mins, maxs := make([]int32, len(subsets)), make([]int32, len(subsets))
+	mins, maxs, err := minMax(total, subsets)
+	if err != nil {
+		return nil, err
+	}
+	return fill(total, subsets, mins, maxs), nil
+}
+
+// minMax resolves every subset's minReplicas and maxReplicas (0 and
+// unlimited when unset).
+func minMax(total int32, subsets []v1alpha1.Subset) (mins, maxs []int32, err error) {
+	mins, maxs = make([]int32, len(subsets)), make([]int32, len(subsets))
 	for i, s := range subsets {
 		maxs[i] = math.MaxInt32
-		var err error
 		if s.MinReplicas != nil {
 			if mins[i], err = subsetReplicas(total, *s.MinReplicas); err != nil {
-				return nil, fmt.Errorf("spec.topology.subsets[%d].minReplicas: %w", i, err)
+				return nil, nil, fmt.Errorf("spec.topology.subsets[%d].minReplicas: %w", i, err)
 			}
 		}
 		if s.MaxReplicas != nil {
 			if maxs[i], err = subsetReplicas(total, *s.MaxReplicas); err != nil {
-				return nil, fmt.Errorf("spec.topology.subsets[%d].maxReplicas: %w", i, err)
+				return nil, nil, fmt.Errorf("spec.topology.subsets[%d].maxReplicas: %w", i, err)
 			}
 		}
 		if mins[i] > maxs[i] {
-			return nil, fmt.Errorf("spec.topology.subsets[%d]: maxReplicas %d is below minReplicas %d", i, maxs[i], mins[i])
+			return nil, nil, fmt.Errorf("spec.topology.subsets[%d]: maxReplicas %d is below minReplicas %d", i, maxs[i], mins[i])
 		}
 	}
+	return mins, maxs, nil
+}
+
+// fill gives each subset, in spec order, its minimum while replicas last,
+// then each up to its maximum.
+func fill(total int32, subsets []v1alpha1.Subset, mins, maxs []int32) map[string]int32 {
 	out := make(map[string]int32, len(subsets))
 	left := total
 	for i, s := range subsets {
@@ -91,7 +107,7 @@ func allocateElastic(total int32, subsets []v1alpha1.Subset) (map[string]int32, 
 		out[s.Name] += n
 		left -= n
 	}
-	return out, nil
+	return out
 }
 
 // allocateSpecific is the allocator of subsets with fixed replicas.

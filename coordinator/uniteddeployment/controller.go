@@ -258,7 +258,7 @@ func (c *Controller) reconcile(ctx context.Context, ud *v1alpha1.UnitedDeploymen
 	var requeue soonest
 	var states map[string]*subsetState
 	if adaptive.on {
-		if states, err = c.observe(ctx, ud, existing, old, adaptive, &requeue); err != nil {
+		if states, err = c.observe(ctx, ud, existing, current, old, adaptive, &requeue); err != nil {
 			return 0, err
 		}
 	}
@@ -349,8 +349,9 @@ func (c *Controller) reconcile(ctx context.Context, ud *v1alpha1.UnitedDeploymen
 
 // observe reads the existing subsets' pods under the Adaptive strategy:
 // it updates their Schedulable conditions in statuses, labels reserved
-// pods (reserve mode) and returns what the allocators need.
-func (c *Controller) observe(ctx context.Context, ud *v1alpha1.UnitedDeployment, existing map[string]runtime.Object,
+// pods (reserve mode) and returns what the allocators need. current holds
+// the existing workloads' spec.replicas.
+func (c *Controller) observe(ctx context.Context, ud *v1alpha1.UnitedDeployment, existing map[string]runtime.Object, current map[string]int32,
 	statuses map[string]*v1alpha1.UnitedDeploymentSubsetStatus, a adaptiveSettings, requeue *soonest) (map[string]*subsetState, error) {
 	sel, err := metav1.LabelSelectorAsSelector(ud.Spec.Selector)
 	if err != nil {
@@ -383,12 +384,7 @@ func (c *Controller) observe(ctx context.Context, ud *v1alpha1.UnitedDeployment,
 			continue
 		}
 		s.exists = true
-		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(have)
-		if err != nil {
-			return nil, err
-		}
-		r, _, _ := unstructured.NestedInt64(u, "spec", "replicas")
-		s.replicas, s.ready, s.pods = int32(r), statusOf(have).ready, bySubset[sub.Name]
+		s.replicas, s.ready, s.pods = current[sub.Name], statusOf(have).ready, bySubset[sub.Name]
 		if int32(len(s.pods)) < s.replicas {
 			// Pods on their way: their clocks start when they exist.
 			requeue.at(2 * time.Second)

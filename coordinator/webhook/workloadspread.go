@@ -241,11 +241,9 @@ func (a *WorkloadSpreadAdmission) place(ctx context.Context, ws *v1alpha1.Worklo
 	if id == "" {
 		id = a.newUID()
 	}
-	var replicas int32
-	if spread.HasPercent(ws) {
-		if replicas, err = a.spreads.Replicas(ctx, ws); err != nil {
-			return "", "", fmt.Errorf("read the replicas of the workload of WorkloadSpread %s/%s: %w", ws.Namespace, ws.Name, err)
-		}
+	replicas, err := a.percentBase(ctx, ws)
+	if err != nil {
+		return "", "", err
 	}
 	var chosen string
 	written, gone, err := a.write(ctx, ws, func(next *v1alpha1.WorkloadSpread) bool {
@@ -260,6 +258,20 @@ func (a *WorkloadSpreadAdmission) place(ctx context.Context, ws *v1alpha1.Worklo
 		uid = id
 	}
 	return chosen, uid, nil
+}
+
+// percentBase is the replica count ws's percentage maxReplicas count
+// against: the workload's replicas, 0 when no maxReplicas is a
+// percentage.
+func (a *WorkloadSpreadAdmission) percentBase(ctx context.Context, ws *v1alpha1.WorkloadSpread) (int32, error) {
+	if !spread.HasPercent(ws) {
+		return 0, nil
+	}
+	replicas, err := a.spreads.Replicas(ctx, ws)
+	if err != nil {
+		return 0, fmt.Errorf("read the replicas of the workload of WorkloadSpread %s/%s: %w", ws.Namespace, ws.Name, err)
+	}
+	return replicas, nil
 }
 
 // deleting records the deletion of pod, if a WorkloadSpread placed it.
@@ -282,9 +294,9 @@ func (a *WorkloadSpreadAdmission) deleting(ctx context.Context, pod *corev1.Pod,
 		return
 	}
 	var replicas int32
-	if spread.Versioned(ws) && spread.HasPercent(ws) {
-		if replicas, err = a.spreads.Replicas(ctx, ws); err != nil {
-			log.Error(err, "Read the replicas of the workload of a pod being deleted; its deletion is not recorded")
+	if spread.Versioned(ws) {
+		if replicas, err = a.percentBase(ctx, ws); err != nil {
+			log.Error(err, "Its deletion is not recorded")
 			return
 		}
 	}

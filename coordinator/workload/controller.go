@@ -58,10 +58,7 @@ func (o Owner) Indexers(name string) cache.Indexers {
 // and the namespace/name key of its controller of o's kind; ok is false
 // for any other object or pod.
 func (o Owner) PodOwner(obj any) (pod *corev1.Pod, key string, ok bool) {
-	if t, isTombstone := obj.(cache.DeletedFinalStateUnknown); isTombstone {
-		obj = t.Obj
-	}
-	pod, isPod := obj.(*corev1.Pod)
+	pod, isPod := Unwrap(obj).(*corev1.Pod)
 	if !isPod {
 		return nil, "", false
 	}
@@ -70,6 +67,26 @@ func (o Owner) PodOwner(obj any) (pod *corev1.Pod, key string, ok bool) {
 		return nil, "", false
 	}
 	return pod, pod.Namespace + "/" + ref.Name, true
+}
+
+// Unwrap returns the object of an informer event, a deletion tombstone
+// unwrapped.
+func Unwrap(obj any) any {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		return t.Obj
+	}
+	return obj
+}
+
+// Unschedulable reports whether the scheduler found no node for the pod:
+// its PodScheduled condition is False with reason Unschedulable.
+func Unschedulable(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return true
+		}
+	}
+	return false
 }
 
 // NodePlacementChanged reports whether a node update can change which

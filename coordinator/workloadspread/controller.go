@@ -152,22 +152,14 @@ func (c *Controller) Run(ctx context.Context) error {
 	return nil
 }
 
-// unwrap returns the object of an informer event, a tombstone unwrapped.
-func unwrap(obj any) any {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		return t.Obj
-	}
-	return obj
-}
-
 // podEvent queues the WorkloadSpreads of the pod before and after the
 // change, unless nothing they look at changed.
 func (c *Controller) podEvent(old, obj any) {
-	p, ok := unwrap(obj).(*corev1.Pod)
+	p, ok := workload.Unwrap(obj).(*corev1.Pod)
 	if !ok {
 		return
 	}
-	o, _ := unwrap(old).(*corev1.Pod)
+	o, _ := workload.Unwrap(old).(*corev1.Pod)
 	if o != nil && !podChanged(o, p) {
 		return
 	}
@@ -205,7 +197,7 @@ func restarts(p *corev1.Pod) int32 {
 // changes its spec.
 func (c *Controller) workloadHandler() cache.ResourceEventHandlerFuncs {
 	queue := func(obj any) {
-		m, ok := unwrap(obj).(metav1.Object)
+		m, ok := workload.Unwrap(obj).(metav1.Object)
 		if !ok {
 			return
 		}

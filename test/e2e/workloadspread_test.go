@@ -456,6 +456,16 @@ func (w *wsTester) podsCheck(ws string, subsets ...wsSubset) func([]corev1.Pod) 
 	}
 }
 
+// waitTwoZones waits for the n pods of selector to be na in subset a
+// (cost 200) and nb in subset b (cost 100), each patched and carrying its
+// subset's required term: the two-zone layout of several cases.
+func (w *wsTester) waitTwoZones(selector, step string, a, b v1alpha1.WorkloadSpreadSubset, na, nb int) {
+	w.t.Helper()
+	w.waitPods(selector, na+nb, step, w.podsCheck(wsName,
+		wsSubset{name: a.Name, term: a.RequiredNodeSelectorTerm, cost: "200", patched: true, pods: na},
+		wsSubset{name: b.Name, term: b.RequiredNodeSelectorTerm, cost: "100", patched: true, pods: nb}))
+}
+
 // checkTerm: term's expressions lead the pod's required node affinity,
 // and the pod, if scheduled, runs on a node term matches.
 func (w *wsTester) checkTerm(p *corev1.Pod, term *corev1.NodeSelectorTerm) error {
@@ -560,9 +570,7 @@ func TestWorkloadSpread(t *testing.T) {
 
 		check := func(step string, na, nb int) {
 			t.Helper()
-			w.waitPods("app="+cs, na+nb, step, w.podsCheck(wsName,
-				wsSubset{name: a.Name, term: a.RequiredNodeSelectorTerm, cost: "200", patched: true, pods: na},
-				wsSubset{name: b.Name, term: b.RequiredNodeSelectorTerm, cost: "100", patched: true, pods: nb}))
+			w.waitTwoZones("app="+cs, step, a, b, na, nb)
 			w.waitWS(wsName, step, wsStatus(wsCount{int32(na), 0}, wsCount{int32(nb), 0}))
 		}
 		check("6 pods, 3 per zone", 3, 3)
@@ -603,9 +611,7 @@ func TestWorkloadSpread(t *testing.T) {
 
 		check := func(step string, na, nb int) {
 			t.Helper()
-			w.waitPods("app="+cs, na+nb, step, w.podsCheck(wsName,
-				wsSubset{name: a.Name, term: a.RequiredNodeSelectorTerm, cost: "200", patched: true, pods: na},
-				wsSubset{name: b.Name, term: b.RequiredNodeSelectorTerm, cost: "100", patched: true, pods: nb}))
+			w.waitTwoZones("app="+cs, step, a, b, na, nb)
 			w.waitWS(wsName, step, wsStatus(wsCount{int32(na), 0}, wsCount{int32(nb), -1}))
 		}
 		check("2 pods in zone-a", 2, 0)
@@ -1034,9 +1040,7 @@ func TestWorkloadSpread(t *testing.T) {
 		}
 		check := func(step string, na, nb int) {
 			t.Helper()
-			w.waitPods("app="+name, na+nb, step, w.podsCheck(wsName,
-				wsSubset{name: a.Name, term: a.RequiredNodeSelectorTerm, cost: "200", patched: true, pods: na},
-				wsSubset{name: b.Name, term: b.RequiredNodeSelectorTerm, cost: "100", patched: true, pods: nb}))
+			w.waitTwoZones("app="+name, step, a, b, na, nb)
 		}
 		// zone-a full, nothing creating or deleting.
 		zoneAFull := func(ws *v1alpha1.WorkloadSpread) bool {

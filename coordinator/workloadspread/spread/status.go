@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/shoal-io/shoal/coordinator/workload"
 	"github.com/shoal-io/shoal/protocol/apis/apps/v1alpha1"
 )
 
@@ -170,16 +171,14 @@ func Unscheduled(pod *corev1.Pod, critical time.Duration, now time.Time) (bool, 
 	if pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodPending || pod.Spec.NodeName != "" {
 		return false, time.Time{}
 	}
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-			deadline := pod.CreationTimestamp.Add(critical)
-			if deadline.Before(now) {
-				return true, time.Time{}
-			}
-			return false, deadline
-		}
+	if !workload.Unschedulable(pod) {
+		return false, time.Time{}
 	}
-	return false, time.Time{}
+	deadline := pod.CreationTimestamp.Add(critical)
+	if deadline.Before(now) {
+		return true, time.Time{}
+	}
+	return false, deadline
 }
 
 // reschedule sets a subset's Schedulable condition under the Adaptive
