@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -476,32 +477,50 @@ type unreadyKey struct {
 
 // holdUnready marks the pod not ready for crr (KruisePodReady False with
 // crr as a holder) and records when, with a finalizer so a deleted request
-// still releases the pod.
+// still releases the pod. The steps run in this order, each skipped once
+// done: the finalizer (the pod is never held without it), the pod's
+// condition, and only then the acquired time, so the grace period counts
+// from a moment the pod was already out of its Services.
 func (c *Controller) holdUnready(ctx context.Context, crr *v1alpha1.ContainerRecreateRequest, pod *corev1.Pod) error {
 	if pod == nil {
 		return nil
 	}
-	me := unreadyKey{UserAgent: userAgent, Key: crr.Namespace + "/" + crr.Name}
-	if _, ok := crr.Annotations[wellknown.AnnotationCRRUnreadyAcquired]; !ok {
-		// Finalizer and time first: the pod is never held without them.
-		patch := map[string]any{"metadata": map[string]any{
+	if !hasFinalizer(crr) {
+		if err := c.patchRequest(ctx, crr, map[string]any{"metadata": map[string]any{
 			"uid":             crr.UID,
 			"resourceVersion": crr.ResourceVersion,
-			"annotations":     map[string]string{wellknown.AnnotationCRRUnreadyAcquired: c.clock.Now().UTC().Format(time.RFC3339)},
-			"finalizers":      append(slicesWithout(crr.Finalizers, wellknown.FinalizerCRRUnreadyAcquired), wellknown.FinalizerCRRUnreadyAcquired),
-		}}
-		if err := c.patchRequest(ctx, crr, patch); err != nil {
+			"finalizers":      append(slices.Clone(crr.Finalizers), wellknown.FinalizerCRRUnreadyAcquired),
+		}}); err != nil {
 			return err
 		}
 	}
-	return c.setUnreadyHolders(ctx, pod, func(keys []unreadyKey) []unreadyKey {
-		for _, k := range keys {
-			if k == me {
-				return keys
-			}
+	me := unreadyKey{UserAgent: userAgent, Key: crr.Namespace + "/" + crr.Name}
+	if err := c.setUnreadyHolders(ctx, pod, func(keys []unreadyKey) []unreadyKey {
+		if slices.Contains(keys, me) {
+			return keys
 		}
 		return append(keys, me)
-	})
+	}); err != nil {
+		return err
+	}
+	if _, ok := crr.Annotations[wellknown.AnnotationCRRUnreadyAcquired]; ok {
+		return nil
+	}
+	return c.patchRequest(ctx, crr, map[string]any{"metadata": map[string]any{
+		"uid":         crr.UID,
+		"annotations": map[string]string{wellknown.AnnotationCRRUnreadyAcquired: acquiredStamp(c.clock.Now())},
+	}})
+}
+
+// acquiredStamp formats t as OpenKruise writes the unready-acquired time
+// (RFC 3339, whole seconds), rounded up rather than down: a stamp earlier
+// than the moment the pod was marked would cut the grace period short by
+// up to a second.
+func acquiredStamp(t time.Time) string {
+	if s := t.Truncate(time.Second); !s.Equal(t) {
+		t = s.Add(time.Second)
+	}
+	return t.UTC().Format(time.RFC3339)
 }
 
 // release drops crr from the pod's unready holders and removes its

@@ -214,8 +214,14 @@ func TestControllerHoldsPodUnready(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(condition().Message), &holders))
 	require.Equal(t, []map[string]string{{"userAgent": "ContainerRecreateRequest", "key": "default/crr"}}, holders)
 	c := h.crr(t, "crr")
-	require.Contains(t, c.Annotations, wellknown.AnnotationCRRUnreadyAcquired)
 	require.Contains(t, c.Finalizers, wellknown.FinalizerCRRUnreadyAcquired)
+	eventually(t, func() bool {
+		_, ok := h.crr(t, "crr").Annotations[wellknown.AnnotationCRRUnreadyAcquired]
+		return ok
+	}, "unready-acquired time recorded")
+	acquired, err := time.Parse(time.RFC3339, h.crr(t, "crr").Annotations[wellknown.AnnotationCRRUnreadyAcquired])
+	require.NoError(t, err)
+	require.False(t, acquired.Before(condition().LastTransitionTime.Time), "the grace counts from after the pod was marked, never before")
 	eventually(t, func() bool { return h.holds("crr") }, "dispatched once the grace is over")
 
 	h.report("crr", nodeworkv1.Phase_PHASE_SUCCEEDED, succeeded("app"), succeeded("sidecar"))
@@ -241,4 +247,21 @@ func TestPodGoneCompletes(t *testing.T) {
 	eventually(t, func() bool { return h.crr(t, "crr").Status.Message == msgPodGone }, "completed: pod has gone")
 	require.Equal(t, v1alpha1.ContainerRecreateRequestCompleted, h.crr(t, "crr").Status.Phase)
 	require.False(t, h.holds("crr"))
+}
+
+func TestAcquiredStampRoundsUp(t *testing.T) {
+	base := time.Date(2026, 11, 27, 11, 25, 30, 0, time.UTC)
+	for _, tc := range []struct {
+		in   time.Time
+		want string
+	}{
+		{base, "2026-11-27T11:25:30Z"},
+		{base.Add(time.Nanosecond), "2026-11-27T11:25:31Z"},
+		{base.Add(900 * time.Millisecond), "2026-11-27T11:25:31Z"},
+		{base.In(time.FixedZone("CET", 3600)), "2026-11-27T11:25:30Z"},
+	} {
+		t.Run(tc.in.Format(time.RFC3339Nano), func(t *testing.T) {
+			require.Equal(t, tc.want, acquiredStamp(tc.in))
+		})
+	}
 }
