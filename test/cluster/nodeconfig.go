@@ -186,10 +186,14 @@ conntrack:
 `, b.Kubeconfig(pki.Proxy), node, ClusterCIDR)
 }
 
-// nodeLabels are set by kubelet at registration: kind's plus a zone.
+// nodeLabels are set by kubelet at registration: kind's plus a zone, under
+// both its current key and the deprecated failure-domain.beta one that
+// older manifests (OpenKruise's PersistentPodState example among them)
+// still name, as cloud providers' nodes carry both.
 func nodeLabels(i int) string {
 	return strings.Join([]string{
 		"topology.kubernetes.io/zone=" + Zone(i),
+		"failure-domain.beta.kubernetes.io/zone=" + Zone(i),
 		"shoal.io/test-cluster=true",
 	}, ",")
 }

@@ -27,10 +27,24 @@ import (
 // at the local registry (strict: a field the type lacks fails).
 func readSeed(t *testing.T, f *framework.Framework, file string, obj any) {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("testdata", "seeds", file))
+	readSeedFile(t, f, filepath.Join("testdata", "seeds", file), obj)
+}
+
+// readSeedExample decodes ../testdata/seed-examples/file, the seeds'
+// examples as the dry run applies them (see its INDEX.md), into obj.
+func readSeedExample(t *testing.T, f *framework.Framework, file string, obj any) {
+	t.Helper()
+	readSeedFile(t, f, filepath.Join("..", "testdata", "seed-examples", file), obj)
+}
+
+// readSeedFile decodes the YAML at path into obj, with REGISTRY/ pointed
+// at the local registry (strict: a field the type lacks fails).
+func readSeedFile(t *testing.T, f *framework.Framework, path string, obj any) {
+	t.Helper()
+	raw, err := os.ReadFile(path)
 	require.NoError(t, err)
 	registry := strings.TrimSuffix(f.Image("x"), "x")
-	require.NoError(t, yaml.UnmarshalStrict([]byte(strings.ReplaceAll(string(raw), "REGISTRY/", registry)), obj), file)
+	require.NoError(t, yaml.UnmarshalStrict([]byte(strings.ReplaceAll(string(raw), "REGISTRY/", registry)), obj), path)
 }
 
 // applySeed creates the v1alpha1 CloneSet of testdata/seeds/file and

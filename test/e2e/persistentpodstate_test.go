@@ -475,3 +475,89 @@ func TestPersistentPodStateAutoGenerate(t *testing.T) {
 	require.NoError(t, sets.Delete(ctx, name, metav1.DeleteOptions{}))
 	_ = ppsGet(ctx, t, f, name, "deleted with the StatefulSet", func(p *v1alpha1.PersistentPodState) bool { return p == nil })
 }
+
+// ppsLegacyZone is the deprecated zone key seed 000's examples name; the
+// local cluster's nodes carry it beside topology.kubernetes.io/zone.
+const ppsLegacyZone = corev1.LabelFailureDomainBetaZone
+
+// TestPersistentPodStateSeed applies seed 000's two PersistentPodState
+// examples as the dry run does (../testdata/seed-examples/000-8.yaml and
+// 000-9.yaml; INDEX.md lists the reconstruction: indentation, and the
+// "[,other node labels]" placeholder dropped), in the test's namespace
+// instead of "echoserver":
+//   - 000-8, a PersistentPodState (required zone, preferred hostname at
+//     weight 100) for an Advanced StatefulSet echoserver of 2 testserver
+//     pods, which the seed does not show;
+//   - 000-9, an Advanced StatefulSet at apps.kruise.io/v1alpha1 with the
+//     auto-generate annotations, its cilium/echoserver image replaced by
+//     the local registry's HTTP test server.
+//
+// Each records its pods' zone and node; a deleted pod comes back on its
+// node, with the zone as nodeSelector and the node as a weight-100
+// preferred term.
+func TestPersistentPodStateSeed(t *testing.T) {
+	t.Parallel()
+	keys := []string{ppsLegacyZone, ppsHostname}
+
+	t.Run("000-8 PersistentPodState for an Advanced StatefulSet", func(t *testing.T) {
+		t.Parallel()
+		f := newFramework(t)
+		ctx := t.Context()
+		requireSchedulableNodes(ctx, t, f, 2)
+		nodeLabels := ppsNodeLabels(ctx, t, f)
+
+		var pps v1alpha1.PersistentPodState
+		readSeedExample(t, f, "000-8.yaml", &pps)
+		pps.Namespace = f.Namespace
+		_, err := f.Shoal.AppsV1alpha1().PersistentPodStates(f.Namespace).Create(ctx, &pps, metav1.CreateOptions{})
+		require.NoError(t, err)
+		_, err = f.Shoal.AppsV1beta1().StatefulSets(f.Namespace).Create(ctx, ppsAdvancedSet(f, pps.Spec.TargetReference.Name, 2), metav1.CreateOptions{})
+		require.NoError(t, err)
+
+		pods := ppsWaitPods(ctx, t, f, "echoserver", "2 pods ready", []string{"echoserver-0", "echoserver-1"}, nil)
+		recorded := ppsGet(ctx, t, f, pps.Name, "records both pods' zone and node", func(p *v1alpha1.PersistentPodState) bool {
+			return ppsRecordsMatch(p, pods, nodeLabels, keys, nil)
+		})
+		st := recorded.Status.PodStates["echoserver-1"]
+		require.NotEmpty(t, st.NodeTopologyLabels[ppsLegacyZone], "the node of echoserver-1 has a %s label", ppsLegacyZone)
+
+		pod := ppsRecreate(ctx, t, f, "echoserver", "echoserver-1")
+		requireInjected(t, pod, recorded, st)
+		require.Equal(t, map[string]string{ppsLegacyZone: st.NodeTopologyLabels[ppsLegacyZone]}, pod.Spec.NodeSelector, "required: the zone, as nodeSelector")
+	})
+
+	t.Run("000-9 auto-generated from the StatefulSet's annotations", func(t *testing.T) {
+		t.Parallel()
+		f := newFramework(t)
+		ctx := t.Context()
+		requireSchedulableNodes(ctx, t, f, 2)
+		nodeLabels := ppsNodeLabels(ctx, t, f)
+
+		var set v1alpha1.StatefulSet
+		readSeedExample(t, f, "000-9.yaml", &set)
+		set.Namespace = f.Namespace
+		require.Len(t, set.Spec.Template.Spec.Containers, 1)
+		c := &set.Spec.Template.Spec.Containers[0]
+		require.Equal(t, "cilium/echoserver:latest", c.Image, "the seed's image")
+		app := ppsTemplate(f, set.Name).Spec.Containers[0]
+		c.Image, c.Args, c.ReadinessProbe = app.Image, app.Args, app.ReadinessProbe
+		set.Spec.Template.Spec.TerminationGracePeriodSeconds = ptr.To[int64](1)
+		created, err := f.Shoal.AppsV1alpha1().StatefulSets(f.Namespace).Create(ctx, &set, metav1.CreateOptions{})
+		require.NoError(t, err)
+
+		// replicas is not set: one pod, as upstream's default.
+		pods := ppsWaitPods(ctx, t, f, "echoserver", "1 pod ready", []string{"echoserver-0"}, nil)
+		pps := ppsGet(ctx, t, f, set.Name, "generated, recording the pod's zone and node", func(p *v1alpha1.PersistentPodState) bool {
+			return ppsRecordsMatch(p, pods, nodeLabels, keys, nil)
+		})
+		require.True(t, metav1.IsControlledBy(pps, created), "controlled by the StatefulSet: %v", pps.OwnerReferences)
+		require.Equal(t, v1alpha1.PersistentPodStateSpec{
+			TargetReference:             v1alpha1.TargetReference{APIVersion: "apps.kruise.io/v1beta1", Kind: "StatefulSet", Name: set.Name},
+			RequiredPersistentTopology:  &v1alpha1.NodeTopologyTerm{NodeTopologyKeys: []string{ppsLegacyZone}},
+			PreferredPersistentTopology: []v1alpha1.PreferredTopologyTerm{{Weight: 100, Preference: v1alpha1.NodeTopologyTerm{NodeTopologyKeys: []string{ppsHostname}}}},
+		}, pps.Spec)
+
+		pod := ppsRecreate(ctx, t, f, "echoserver", "echoserver-0")
+		requireInjected(t, pod, pps, pps.Status.PodStates["echoserver-0"])
+	})
+}
