@@ -6,7 +6,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,7 +17,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/utils/ptr"
 
 	"github.com/shoal-io/shoal/protocol/apis/apps/v1alpha1"
 	"github.com/shoal-io/shoal/protocol/apis/wellknown"
@@ -84,14 +88,27 @@ func (x *rdFixture) secret(ns string) *corev1.Secret {
 }
 
 // waitCopies waits until exactly the namespaces in want (of those in
-// watched) hold a copy written by rd.
+// watched) hold a copy of rdSecret written by rd.
 func (x *rdFixture) waitCopies(rd string, watched, want []string) {
+	x.t.Helper()
+	x.waitCopiesOf(rd, watched, want, func(ns string) metav1.Object {
+		if s := x.secret(ns); s != nil {
+			return s
+		}
+		return nil
+	})
+}
+
+// waitCopiesOf waits until exactly the namespaces in want (of those in
+// watched) hold a copy written by rd, get returning a namespace's object
+// (nil: none, or not yet as wanted).
+func (x *rdFixture) waitCopiesOf(rd string, watched, want []string, get func(ns string) metav1.Object) {
 	x.t.Helper()
 	var have []string
 	err := framework.WaitFor(x.ctx, rdTimeout, func(context.Context) (bool, error) {
 		have = nil
 		for _, ns := range watched {
-			if s := x.secret(ns); s != nil && s.DeletionTimestamp == nil && s.Annotations[wellknown.AnnotationResourceDistributionFrom] == rd {
+			if o := get(ns); o != nil && o.GetDeletionTimestamp() == nil && o.GetAnnotations()[wellknown.AnnotationResourceDistributionFrom] == rd {
 				have = append(have, ns)
 			}
 		}
@@ -123,9 +140,9 @@ func nsList(names ...string) v1alpha1.ResourceDistributionTargetNamespaces {
 // resource event checker (a copy edited or deleted by hand is written
 // back), and the functionality checker (targets, the hashcode annotation,
 // the six conditions, a deleted included namespace in NamespaceNotExists,
-// targets changed, copies gone with the distribution). Plus: an object of
-// the same name the distribution did not write is left alone and
-// reported in ConflictOccurred.
+// targets changed, copies gone with the distribution). Plus: seed 000's
+// "sample" distribution, and an object of the same name the distribution
+// did not write is left alone and reported in ConflictOccurred.
 func TestResourceDistribution(t *testing.T) {
 	t.Parallel()
 
@@ -212,6 +229,67 @@ func TestResourceDistribution(t *testing.T) {
 		// The distribution goes, and its copies with it.
 		require.NoError(t, x.f.Shoal.AppsV1alpha1().ResourceDistributions().Delete(x.ctx, rd.Name, metav1.DeleteOptions{}))
 		x.waitCopies(rd.Name, all[1:], nil)
+	})
+
+	// Seed 000's "sample" (../testdata/seed-examples/000-16.yaml, the
+	// seed's elided data and selector filled in as INDEX.md says): the
+	// game-demo ConfigMap goes to the namespaces labelled group=test and
+	// follows their labels, the source's data and the distribution's
+	// deletion. The name is prefixed, as the distribution is
+	// cluster-scoped; no other test labels a namespace group=test.
+	t.Run("seed 000 sample", func(t *testing.T) {
+		t.Parallel()
+		x := newRDFixture(t)
+		group := map[string]string{"group": "test"}
+		in1, in2, out := x.namespace("in1", group), x.namespace("in2", group), x.namespace("out", nil)
+		all := []string{in1, in2, out}
+		var rd v1alpha1.ResourceDistribution
+		readSeedExample(t, x.f, "000-16.yaml", &rd)
+		rd.Name = x.prefix + "-" + rd.Name
+		_, err := x.f.Shoal.AppsV1alpha1().ResourceDistributions().Create(x.ctx, &rd, metav1.CreateOptions{})
+		require.NoError(t, err)
+		t.Cleanup(func() {
+			_ = x.f.Shoal.AppsV1alpha1().ResourceDistributions().Delete(context.WithoutCancel(x.ctx), rd.Name, metav1.DeleteOptions{})
+		})
+		lives := func(want string) func(ns string) metav1.Object {
+			return func(ns string) metav1.Object {
+				cm, err := x.f.Kube.CoreV1().ConfigMaps(ns).Get(x.ctx, "game-demo", metav1.GetOptions{})
+				if err != nil || cm.Data["player_initial_lives"] != want {
+					return nil
+				}
+				return cm
+			}
+		}
+		x.waitCopiesOf(rd.Name, all, []string{in1, in2}, lives("3"))
+		x.waitStatus(rd.Name, "2 copies", func(rd *v1alpha1.ResourceDistribution) bool {
+			return rd.Status.Desired == 2 && rd.Status.Succeeded == 2
+		})
+
+		// The labels move: out joins, in1 leaves and loses its copy.
+		for ns, v := range map[string]*string{out: ptr.To("test"), in1: nil} {
+			patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{"group": v}}})
+			require.NoError(t, err)
+			_, err = x.f.Kube.CoreV1().Namespaces().Patch(x.ctx, ns, types.MergePatchType, patch, metav1.PatchOptions{})
+			require.NoError(t, err)
+		}
+		x.waitCopiesOf(rd.Name, all, []string{in2, out}, lives("3"))
+
+		// The source changes: every copy follows.
+		updateObject(x.ctx, t, x.f.Shoal.AppsV1alpha1().ResourceDistributions(), rd.Name, func(cur *v1alpha1.ResourceDistribution) {
+			require.Contains(t, string(cur.Spec.Resource.Raw), `"player_initial_lives":"3"`)
+			cur.Spec.Resource.Raw = []byte(strings.Replace(string(cur.Spec.Resource.Raw), `"player_initial_lives":"3"`, `"player_initial_lives":"5"`, 1))
+		})
+		x.waitCopiesOf(rd.Name, all, []string{in2, out}, lives("5"))
+
+		// The distribution goes, and its copies with it.
+		require.NoError(t, x.f.Shoal.AppsV1alpha1().ResourceDistributions().Delete(x.ctx, rd.Name, metav1.DeleteOptions{}))
+		x.waitCopiesOf(rd.Name, all, nil, func(ns string) metav1.Object {
+			cm, err := x.f.Kube.CoreV1().ConfigMaps(ns).Get(x.ctx, "game-demo", metav1.GetOptions{})
+			if err != nil {
+				return nil
+			}
+			return cm
+		})
 	})
 
 	t.Run("a same-named object it did not write is a conflict", func(t *testing.T) {
