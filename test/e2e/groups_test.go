@@ -43,6 +43,7 @@ var serialTests = []string{
 	"TestSidecarTerminatorVirtualKubelet",
 	"TestPodProbeMarkerWithoutCoordinator",
 	"TestPodUnavailableBudgetDrain",
+	"TestStatefulSetRecreatesMissingPVC",
 }
 
 // serial marks t as a test of the serial group. It fails t if t is not in

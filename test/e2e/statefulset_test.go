@@ -736,6 +736,81 @@ func TestStatefulSetIdentity(t *testing.T) {
 		adopted := waitSetPod(ctx, t, f, pod.Name, "readopted", ownedBySet)
 		require.Equal(t, pod.UID, adopted.UID, "the same pod, adopted again")
 	})
+
+	// OpenKruise: "should not deadlock when a pod's predecessor fails"
+	t.Run("should not deadlock when a pod's predecessor fails", func(t *testing.T) {
+		t.Parallel()
+		const name = "deadlock"
+		sts := newStatefulSet(f, name, 2)
+		pauseNewPods(f, sts)
+		createStatefulSet(ctx, t, f, sts)
+		// OpenKruise sleeps a minute, then expects 1 pod, not ready.
+		pods := waitSetPods(ctx, t, f, name, "pod 0 running, not ready", runningReady(1, 0))
+		requireHolds(ctx, t, haltedFor, "no pod 1 while pod 0 is unready", podCountIs(f, name, 1))
+
+		// Resuming pod 0: pod 1 comes and stays unready.
+		shInPods(ctx, t, f, pods, "echo ok >/data/statefulset-continue && sync")
+		pods = waitSetPods(ctx, t, f, name, "pod 0 ready, pod 1 running and not ready", runningReady(2, 1))
+
+		// Deleting the healthy pod 0 while pod 1 is unhealthy: pod 0 is
+		// recreated (on its PVC, so ready at once) all the same.
+		require.NoError(t, f.Kube.CoreV1().Pods(f.Namespace).Delete(ctx, pods[0].Name, metav1.DeleteOptions{}))
+		pods = waitSetPods(ctx, t, f, name, "pod 0 recreated and ready, pod 1 not ready", func(now []corev1.Pod) bool {
+			return runningReady(2, 1)(now) && now[0].UID != pods[0].UID
+		})
+
+		// Resuming pod 1: both ready.
+		shInPods(ctx, t, f, pods[1:], "echo ok >/data/statefulset-continue && sync")
+		waitSetPods(ctx, t, f, name, "2 running and ready", runningReady(2, 2))
+	})
+}
+
+// rollbackTest is OpenKruise's rollbackTest: on a 3-pod set of
+// serveReadyFile pods, a rolling update waits for an unready pod 1 and
+// then recreates the pods in reverse ordinal order, and a roll back to the
+// prior image does the same and reuses the prior ControllerRevision.
+func rollbackTest(ctx context.Context, t *testing.T, f *framework.Framework, sts *v1beta1.StatefulSet) {
+	t.Helper()
+	name := sts.Name
+	serveReadyFile(f, sts)
+	created := createStatefulSet(ctx, t, f, sts)
+	pods := waitSetPods(ctx, t, f, name, "3 running and ready", runningReady(3, 3))
+	s := waitStatefulSet(ctx, t, f, name, "3 ready", settledSet(3))
+	requireAllAt(t, pods, s.Status.CurrentRevision, "")
+	require.True(t, strings.HasPrefix(s.Status.CurrentRevision, name+"-"), "revision %q is a ControllerRevision of the set", s.Status.CurrentRevision)
+	require.Equal(t, []string{s.Status.CurrentRevision}, revisionsOf(ctx, t, f, created.UID))
+	oldBusybox := pods[0].Spec.Containers[0].Image
+	newBusybox := imageByDigest(t, f, &pods[0], "busybox")
+	require.NotEqual(t, oldBusybox, newBusybox, "an update to a different image")
+
+	breakReadiness(ctx, t, f, pods[1])
+	waitSetPods(ctx, t, f, name, "pod 1 running, not ready", readyExcept(3, 1))
+	setImage(ctx, t, f, name, newBusybox)
+	s = waitStatefulSet(ctx, t, f, name, "a new revision", newRevision)
+	current, update := s.Status.CurrentRevision, s.Status.UpdateRevision
+
+	// Updating pods in reverse ordinal order once pod 1 is ready again.
+	restoreReadiness(ctx, t, f, setPods(ctx, t, f, name)[1])
+	s, pods = waitPartitioned(ctx, t, f, name, nil)
+	require.Equal(t, update, s.Status.CurrentRevision, "the update revision is current when the update completes")
+	requireAllAt(t, pods, update, newBusybox)
+	for i := 1; i < len(pods); i++ {
+		require.False(t, pods[i-1].CreationTimestamp.Before(&pods[i].CreationTimestamp),
+			"recreated in reverse ordinal order: %s at %v, %s at %v", pods[i].Name, pods[i].CreationTimestamp, pods[i-1].Name, pods[i-1].CreationTimestamp)
+	}
+
+	// Rolling back to the previous revision, halted by pod 1 again.
+	breakReadiness(ctx, t, f, pods[1])
+	waitSetPods(ctx, t, f, name, "pod 1 running, not ready", readyExcept(3, 1))
+	prior := current
+	setImage(ctx, t, f, name, oldBusybox)
+	s = waitStatefulSet(ctx, t, f, name, "the roll back's revision", func(s *v1beta1.StatefulSet) bool { return s.Status.UpdateRevision == prior })
+	require.NotEqual(t, s.Status.CurrentRevision, s.Status.UpdateRevision, "during the roll back")
+	restoreReadiness(ctx, t, f, setPods(ctx, t, f, name)[1])
+	s, pods = waitPartitioned(ctx, t, f, name, nil)
+	require.Equal(t, prior, s.Status.CurrentRevision, "the prior revision is current after the roll back")
+	requireAllAt(t, pods, prior, oldBusybox)
+	require.ElementsMatch(t, []string{prior, update}, revisionsOf(ctx, t, f, created.UID), "the roll back reuses the prior ControllerRevision")
 }
 
 // TestStatefulSetUpdates ports OpenKruise's [StatefulSetBasic] update
@@ -751,47 +826,16 @@ func TestStatefulSetUpdates(t *testing.T) {
 	// OpenKruise: "should perform rolling updates and roll backs of template modifications"
 	t.Run("should perform rolling updates and roll backs of template modifications", func(t *testing.T) {
 		t.Parallel()
-		const name = "rollback"
-		sts := newStatefulSet(f, name, 3)
-		serveReadyFile(f, sts)
-		created := createStatefulSet(ctx, t, f, sts)
-		pods := waitSetPods(ctx, t, f, name, "3 running and ready", runningReady(3, 3))
-		s := waitStatefulSet(ctx, t, f, name, "3 ready", settledSet(3))
-		requireAllAt(t, pods, s.Status.CurrentRevision, "")
-		require.True(t, strings.HasPrefix(s.Status.CurrentRevision, name+"-"), "revision %q is a ControllerRevision of the set", s.Status.CurrentRevision)
-		require.Equal(t, []string{s.Status.CurrentRevision}, revisionsOf(ctx, t, f, created.UID))
-		oldBusybox := pods[0].Spec.Containers[0].Image
-		newBusybox := imageByDigest(t, f, &pods[0], "busybox")
-		require.NotEqual(t, oldBusybox, newBusybox, "an update to a different image")
+		rollbackTest(ctx, t, f, newStatefulSet(f, "rollback", 3))
+	})
 
-		breakReadiness(ctx, t, f, pods[1])
-		waitSetPods(ctx, t, f, name, "pod 1 running, not ready", readyExcept(3, 1))
-		setImage(ctx, t, f, name, newBusybox)
-		s = waitStatefulSet(ctx, t, f, name, "a new revision", newRevision)
-		current, update := s.Status.CurrentRevision, s.Status.UpdateRevision
-
-		// Updating pods in reverse ordinal order once pod 1 is ready again.
-		restoreReadiness(ctx, t, f, setPods(ctx, t, f, name)[1])
-		s, pods = waitPartitioned(ctx, t, f, name, nil)
-		require.Equal(t, update, s.Status.CurrentRevision, "the update revision is current when the update completes")
-		requireAllAt(t, pods, update, newBusybox)
-		for i := 1; i < len(pods); i++ {
-			require.False(t, pods[i-1].CreationTimestamp.Before(&pods[i].CreationTimestamp),
-				"recreated in reverse ordinal order: %s at %v, %s at %v", pods[i].Name, pods[i].CreationTimestamp, pods[i-1].Name, pods[i-1].CreationTimestamp)
-		}
-
-		// Rolling back to the previous revision, halted by pod 1 again.
-		breakReadiness(ctx, t, f, pods[1])
-		waitSetPods(ctx, t, f, name, "pod 1 running, not ready", readyExcept(3, 1))
-		prior := current
-		setImage(ctx, t, f, name, oldBusybox)
-		s = waitStatefulSet(ctx, t, f, name, "the roll back's revision", func(s *v1beta1.StatefulSet) bool { return s.Status.UpdateRevision == prior })
-		require.NotEqual(t, s.Status.CurrentRevision, s.Status.UpdateRevision, "during the roll back")
-		restoreReadiness(ctx, t, f, setPods(ctx, t, f, name)[1])
-		s, pods = waitPartitioned(ctx, t, f, name, nil)
-		require.Equal(t, prior, s.Status.CurrentRevision, "the prior revision is current after the roll back")
-		requireAllAt(t, pods, prior, oldBusybox)
-		require.ElementsMatch(t, []string{prior, update}, revisionsOf(ctx, t, f, created.UID), "the roll back reuses the prior ControllerRevision")
+	// OpenKruise: "should perform rolling updates and roll backs of template modifications with PVCs"
+	t.Run("should perform rolling updates and roll backs of template modifications with PVCs", func(t *testing.T) {
+		t.Parallel()
+		sts := newStatefulSet(f, "rollbackpvc", 3)
+		withDataClaim(sts, "datadir", "/data")
+		rollbackTest(ctx, t, f, sts)
+		waitClaimOrdinals(ctx, t, f, sts.Name, "datadir", []int{0, 1, 2}, nil)
 	})
 
 	// OpenKruise: "should perform canary updates and phased rolling updates of template modifications"
@@ -912,6 +956,96 @@ func TestStatefulSetUpdates(t *testing.T) {
 			require.Contains(t, p.Spec.ReadinessGates, corev1.PodReadinessGate{ConditionType: wellknown.ReadinessGateInPlaceUpdateReady})
 			require.Contains(t, p.Annotations[wellknown.AnnotationInPlaceUpdateState], `"revision":"`+update+`"`, "pod %s", p.Name)
 			require.EqualValues(t, 1, p.Status.ContainerStatuses[0].RestartCount, "pod %s: the container restarted once, with the new image", p.Name)
+		}
+	})
+
+	// envFromLabel is OpenKruise's set for the next two cases: 3 pods,
+	// InPlaceIfPossible with a grace period (1 s here, 10 s there), the
+	// InPlaceUpdateReady gate, a label test-env=foo and an env var that
+	// reads it; its pods are recreated once so that all start at the
+	// current revision. It returns the pods and the current revision.
+	envFromLabel := func(t *testing.T, name string) ([]corev1.Pod, string) {
+		t.Helper()
+		sts := newStatefulSet(f, name, 3)
+		sts.Spec.UpdateStrategy = v1beta1.StatefulSetUpdateStrategy{
+			Type: appsv1.RollingUpdateStatefulSetStrategyType,
+			RollingUpdate: &v1beta1.RollingUpdateStatefulSetStrategy{
+				PodUpdatePolicy:       v1beta1.InPlaceIfPossiblePodUpdateStrategyType,
+				InPlaceUpdateStrategy: &pub.InPlaceUpdateStrategy{GracePeriodSeconds: 1},
+			},
+		}
+		sts.Spec.Template.Labels["test-env"] = "foo"
+		c := &sts.Spec.Template.Spec.Containers[0]
+		c.Env = append(c.Env, corev1.EnvVar{Name: "TEST_ENV", ValueFrom: &corev1.EnvVarSource{
+			FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['test-env']"},
+		}})
+		sts.Spec.Template.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: wellknown.ReadinessGateInPlaceUpdateReady}}
+		createStatefulSet(ctx, t, f, sts)
+		pods := waitSetPods(ctx, t, f, name, "3 running and ready", runningReady(3, 3))
+		s := waitStatefulSet(ctx, t, f, name, "3 ready", settledSet(3))
+		requireAllAt(t, pods, s.Status.CurrentRevision, "")
+
+		// Restoring pods to the current revision.
+		pods = deletePodsAndWait(ctx, t, f, name, 3, 0, 1, 2)
+		requireAllAt(t, pods, s.Status.CurrentRevision, "")
+		return pods, s.Status.CurrentRevision
+	}
+
+	// updateAtPartition3 applies change with partition 3 (a new revision
+	// and no pod updated), then releases the partition and waits for
+	// every pod to be at the new revision, which it returns with the pods.
+	updateAtPartition3 := func(t *testing.T, name, current string, change func(*v1beta1.StatefulSet)) ([]corev1.Pod, string) {
+		t.Helper()
+		updateStatefulSet(ctx, t, f, name, func(s *v1beta1.StatefulSet) {
+			change(s)
+			s.Spec.UpdateStrategy.RollingUpdate.Partition = ptr.To[int32](3)
+		})
+		s := waitStatefulSet(ctx, t, f, name, "a new revision", newRevision)
+		require.Equal(t, current, s.Status.CurrentRevision)
+		update := s.Status.UpdateRevision
+		setPartition(ctx, t, f, name, 0)
+		s, _ = waitPartitioned(ctx, t, f, name, nil)
+		require.Equal(t, update, s.Status.CurrentRevision)
+		return waitSetPods(ctx, t, f, name, "3 running and ready at the new revision", func(pods []corev1.Pod) bool {
+			return runningReady(3, 3)(pods) && !slices.ContainsFunc(pods, func(p corev1.Pod) bool { return revisionOf(&p) != update })
+		}), update
+	}
+
+	// OpenKruise: "should in-place update env from label"
+	t.Run("should in-place update env from label", func(t *testing.T) {
+		t.Parallel()
+		const name = "envlabel"
+		before, current := envFromLabel(t, name)
+		pods, update := updateAtPartition3(t, name, current, func(s *v1beta1.StatefulSet) { s.Spec.Template.Labels["test-env"] = "bar" })
+		for i := range pods {
+			p := &pods[i]
+			require.Equal(t, update, revisionOf(p), "pod %s", p.Name)
+			require.EqualValues(t, 1, p.Status.ContainerStatuses[0].RestartCount, "pod %s: restarted once, for the env its label feeds", p.Name)
+			require.Equal(t, uidsByName(before)[p.Name], p.UID, "pod %s updated in place", p.Name)
+			require.Equal(t, "bar", p.Labels["test-env"], "pod %s", p.Name)
+		}
+	})
+
+	// OpenKruise: "should recreate update when pod qos changed". Its
+	// Guaranteed resources (1 CPU, 1Gi) are 100m and 64Mi here: the QoS
+	// class changes the same way on the local cluster's small nodes.
+	t.Run("should recreate update when pod qos changed", func(t *testing.T) {
+		t.Parallel()
+		const name = "qos"
+		before, current := envFromLabel(t, name)
+		// Creation times are whole seconds.
+		updateTime := time.Now().Truncate(time.Second)
+		guaranteed := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")}
+		pods, update := updateAtPartition3(t, name, current, func(s *v1beta1.StatefulSet) {
+			s.Spec.Template.Spec.Containers[0].Resources = corev1.ResourceRequirements{Requests: guaranteed, Limits: guaranteed}
+		})
+		for i := range pods {
+			p := &pods[i]
+			require.Equal(t, update, revisionOf(p), "pod %s", p.Name)
+			require.EqualValues(t, 0, p.Status.ContainerStatuses[0].RestartCount, "pod %s: a new pod, not a restart", p.Name)
+			require.False(t, p.CreationTimestamp.Time.Before(updateTime), "pod %s created at %s, before the update at %s", p.Name, p.CreationTimestamp, updateTime)
+			require.NotEqual(t, uidsByName(before)[p.Name], p.UID, "pod %s recreated", p.Name)
+			require.Equal(t, corev1.PodQOSGuaranteed, p.Status.QOSClass, "pod %s", p.Name)
 		}
 	})
 }
@@ -1099,11 +1233,26 @@ func TestStatefulSetScaling(t *testing.T) {
 	})
 }
 
+// ownedBySetOnly: the PVC has set among its owners and no pod (the
+// WhenDeleted policy's references, OpenKruise's
+// verifyStatefulSetPVCsExistWithOwnerRefs(..., true, false)).
+func ownedBySetOnly(set *v1beta1.StatefulSet) func(*corev1.PersistentVolumeClaim) bool {
+	return func(c *corev1.PersistentVolumeClaim) bool {
+		byset, bypod := false, false
+		for _, ref := range c.OwnerReferences {
+			byset = byset || (ref.Kind == "StatefulSet" && ref.UID == set.UID)
+			bypod = bypod || ref.Kind == "Pod"
+		}
+		return byset && !bypod
+	}
+}
+
 // TestStatefulSetPVCRetention ports OpenKruise's "Non-retain
 // StatefulSetPersistentVolumeClaimPolicy" cases: whenDeleted Delete
 // deletes the PVCs with the set (garbage collection, the set owns them),
 // whenScaled Delete those of the ordinals a scale-in removes, with
-// reserved ordinals too.
+// reserved ordinals too, and both still after a pod was orphaned and
+// adopted again.
 func TestStatefulSetPVCRetention(t *testing.T) {
 	t.Parallel()
 	f := newFramework(t)
@@ -1122,14 +1271,7 @@ func TestStatefulSetPVCRetention(t *testing.T) {
 		created := createStatefulSet(ctx, t, f, retaining(name, v1beta1.StatefulSetPersistentVolumeClaimRetentionPolicy{
 			WhenDeleted: v1beta1.DeletePersistentVolumeClaimRetentionPolicyType,
 		}))
-		waitClaimOrdinals(ctx, t, f, name, "datadir", []int{0, 1, 2}, func(c *corev1.PersistentVolumeClaim) bool {
-			set, pod := false, false
-			for _, ref := range c.OwnerReferences {
-				set = set || (ref.Kind == "StatefulSet" && ref.UID == created.UID)
-				pod = pod || ref.Kind == "Pod"
-			}
-			return set && !pod
-		})
+		waitClaimOrdinals(ctx, t, f, name, "datadir", []int{0, 1, 2}, ownedBySetOnly(created))
 		err := f.Shoal.AppsV1beta1().StatefulSets(f.Namespace).Delete(ctx, name,
 			metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
 		require.NoError(t, err)
@@ -1166,6 +1308,50 @@ func TestStatefulSetPVCRetention(t *testing.T) {
 		scaleTo(ctx, t, f, name, 1)
 		waitSetPods(ctx, t, f, name, "pod 1 left", podNames(name+"-1"))
 		waitClaimOrdinals(ctx, t, f, name, "datadir", []int{1}, nil)
+	})
+
+	// orphan drops the pod's owner references and waits until the set has
+	// adopted it again (the cases' "after adopting pod").
+	orphan := func(t *testing.T, set *v1beta1.StatefulSet, pod string) {
+		t.Helper()
+		_, err := f.Kube.CoreV1().Pods(f.Namespace).Patch(ctx, pod, types.MergePatchType,
+			[]byte(`{"metadata":{"ownerReferences":null}}`), metav1.PatchOptions{})
+		require.NoError(t, err, "orphan pod %s", pod)
+		waitSetPod(ctx, t, f, pod, "adopted again", func(p *corev1.Pod) bool {
+			ref := metav1.GetControllerOf(p)
+			return ref != nil && ref.UID == set.UID
+		})
+	}
+
+	// OpenKruise: "should delete PVCs after adopting pod (WhenDeleted)"
+	t.Run("should delete PVCs after adopting pod (WhenDeleted)", func(t *testing.T) {
+		t.Parallel()
+		const name = "adoptdeleted"
+		created := createStatefulSet(ctx, t, f, retaining(name, v1beta1.StatefulSetPersistentVolumeClaimRetentionPolicy{
+			WhenDeleted: v1beta1.DeletePersistentVolumeClaimRetentionPolicyType,
+		}))
+		waitClaimOrdinals(ctx, t, f, name, "datadir", []int{0, 1, 2}, ownedBySetOnly(created))
+		waitSetPods(ctx, t, f, name, "3 running and ready", runningReady(3, 3))
+		orphan(t, created, name+"-2")
+		err := f.Shoal.AppsV1beta1().StatefulSets(f.Namespace).Delete(ctx, name,
+			metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
+		require.NoError(t, err)
+		waitClaimOrdinals(ctx, t, f, name, "datadir", nil, nil)
+	})
+
+	// OpenKruise: "should delete PVCs after adopting pod (WhenScaled)"
+	t.Run("should delete PVCs after adopting pod (WhenScaled)", func(t *testing.T) {
+		t.Parallel()
+		const name = "adoptscaled"
+		created := createStatefulSet(ctx, t, f, retaining(name, v1beta1.StatefulSetPersistentVolumeClaimRetentionPolicy{
+			WhenScaled: v1beta1.DeletePersistentVolumeClaimRetentionPolicyType,
+		}))
+		waitClaimOrdinals(ctx, t, f, name, "datadir", []int{0, 1, 2}, nil)
+		waitSetPods(ctx, t, f, name, "3 running and ready", runningReady(3, 3))
+		orphan(t, created, name+"-1")
+		scaleTo(ctx, t, f, name, 1)
+		waitSetPods(ctx, t, f, name, "pod 0 left", podNames(name+"-0"))
+		waitClaimOrdinals(ctx, t, f, name, "datadir", []int{0}, nil)
 	})
 }
 
@@ -1425,4 +1611,62 @@ func TestStatefulSetSpecifiedDeleteAndEviction(t *testing.T) {
 		pods := waitSetPods(ctx, t, f, name, "pod 0 running and ready", runningReady(1, 1))
 		require.Equal(t, node, pods[0].Spec.NodeName)
 	})
+}
+
+// TestStatefulSetRecreatesMissingPVC ports OpenKruise's "Automatically
+// recreate PVC for pending pod when PVC is missing": a 1-pod set with a
+// PVC, pinned to one node by nodeSelector; with that node cordoned the
+// pod is deleted and comes back Pending, its PVC is deleted, and once the
+// node is uncordoned the set recreates the PVC and the pod runs and is
+// ready on the same node.
+//
+// Serial: it cordons a node of the shared cluster.
+func TestStatefulSetRecreatesMissingPVC(t *testing.T) {
+	serial(t)
+	f := newFramework(t)
+	ctx := t.Context()
+	node := requireSchedulableNodes(ctx, t, f, 1)[0].Name
+	cordon := func(on bool) {
+		t.Helper()
+		_, err := f.Kube.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType,
+			fmt.Appendf(nil, `{"spec":{"unschedulable":%t}}`, on), metav1.PatchOptions{})
+		require.NoError(t, err, "cordon=%t node %s", on, node)
+	}
+	t.Cleanup(func() {
+		// Never leave a node of the shared cluster cordoned.
+		_, err := f.Kube.CoreV1().Nodes().Patch(context.Background(), node, types.StrategicMergePatchType,
+			[]byte(`{"spec":{"unschedulable":false}}`), metav1.PatchOptions{})
+		if err != nil {
+			t.Errorf("uncordon node %s: %v", node, err)
+		}
+	})
+
+	const name = "pvcgone"
+	sts := newStatefulSet(f, name, 1)
+	withDataClaim(sts, "datadir", "/data")
+	sts.Spec.Template.Spec.NodeSelector = map[string]string{corev1.LabelHostname: node}
+	createStatefulSet(ctx, t, f, sts)
+	waitClaimOrdinals(ctx, t, f, name, "datadir", []int{0}, nil)
+	waitStatefulSet(ctx, t, f, name, "1 ready", readyReplicas(1))
+	pod := setPods(ctx, t, f, name)[0]
+	require.Equal(t, node, pod.Spec.NodeName)
+
+	cordon(true)
+	require.NoError(t, f.Kube.CoreV1().Pods(f.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{}))
+	waitSetPod(ctx, t, f, pod.Name, "recreated, Pending on the cordoned node", func(p *corev1.Pod) bool {
+		return p.UID != pod.UID && p.Spec.NodeName == ""
+	})
+	waitStatefulSet(ctx, t, f, name, "status.currentReplicas 1", func(s *v1beta1.StatefulSet) bool { return s.Status.CurrentReplicas == 1 })
+	claims, err := f.Kube.CoreV1().PersistentVolumeClaims(f.Namespace).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, claims.Items, 1)
+	old := claims.Items[0]
+	require.NoError(t, f.Kube.CoreV1().PersistentVolumeClaims(f.Namespace).Delete(ctx, old.Name, metav1.DeleteOptions{}))
+	cordon(false)
+
+	waitClaimOrdinals(ctx, t, f, name, "datadir", []int{0}, func(c *corev1.PersistentVolumeClaim) bool { return c.UID != old.UID })
+	waitStatefulSet(ctx, t, f, name, "1 ready again", readyReplicas(1))
+	back, err := f.Kube.CoreV1().Pods(f.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, node, back.Spec.NodeName, "scheduled back to its node")
 }
