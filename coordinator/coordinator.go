@@ -481,7 +481,11 @@ func Run(ctx context.Context, o Options) error {
 	hooks.Handle(webhook.CloneSetValidatePath, webhook.NewCloneSetAdmission(livePods).Validate)
 	hooks.Handle(webhook.BroadcastJobValidatePath, webhook.ValidateBroadcastJob)
 	hooks.Handle(webhook.DaemonSetValidatePath, webhook.ValidateDaemonSet)
-	hooks.Handle(webhook.StatefulSetValidatePath, webhook.ValidateStatefulSet)
+	stsAdmission := &webhook.StatefulSetAdmission{
+		ResizeClaims: features.Enabled(o.Features, features.StatefulSetAutoResizePVCGate),
+		Classes:      webhook.ClientStorageClasses{Client: client},
+	}
+	hooks.Handle(webhook.StatefulSetValidatePath, stsAdmission.Validate)
 	hooks.Handle(webhook.AdvancedCronJobValidatePath, webhook.ValidateAdvancedCronJob)
 	// The pod webhook reads PersistentPodStates from the informer, warm on
 	// every replica.

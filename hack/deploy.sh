@@ -94,7 +94,7 @@ mkdir -p "$overlay"
     echo "  patch: |-"
     echo "    - op: add"
     echo "      path: /spec/template/spec/containers/0/args"
-    echo '      value: ["--enable-test-work", "--feature-gates=PreparingUpdateAsUpdate=true"]'
+    echo '      value: ["--enable-test-work", "--feature-gates=PreparingUpdateAsUpdate=true,StatefulSetAutoResizePVCGate=true"]'
   fi
 } >"$overlay/kustomization.yaml.tmp"
 mv "$overlay/kustomization.yaml.tmp" "$overlay/kustomization.yaml"

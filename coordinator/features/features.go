@@ -62,6 +62,14 @@ const (
 	// agent). Off by default, as in OpenKruise: off, the webhook lets pods
 	// through unchanged.
 	EnablePodProbeMarkerOnServerless featuregate.Feature = "EnablePodProbeMarkerOnServerless"
+
+	// StatefulSetAutoResizePVCGate lets an Advanced StatefulSet with
+	// volumeClaimUpdateStrategy OnPodRollingUpdate expand its existing
+	// PVCs when a volumeClaimTemplate asks for more storage, one pod at a
+	// time in its rolling update, and makes the webhook refuse template
+	// changes that no PVC can follow. Off by default, as in OpenKruise:
+	// off, existing PVCs keep their size.
+	StatefulSetAutoResizePVCGate featuregate.Feature = "StatefulSetAutoResizePVCGate"
 )
 
 // defaults are the gates and their default values.
@@ -74,6 +82,7 @@ var defaults = map[featuregate.Feature]featuregate.FeatureSpec{
 	SidecarSetPatchPodMetadataDefaultsAllowed: {Default: false, PreRelease: featuregate.Alpha},
 	SidecarTerminator:                         {Default: true, PreRelease: featuregate.Beta},
 	EnablePodProbeMarkerOnServerless:          {Default: false, PreRelease: featuregate.Alpha},
+	StatefulSetAutoResizePVCGate:              {Default: false, PreRelease: featuregate.Alpha},
 }
 
 // New returns the coordinator's gates at their defaults; Set

@@ -141,6 +141,7 @@ func New(o Options) (*Controller, error) {
 	}{
 		{o.StatefulSets, c.WorkloadHandler(), "Advanced StatefulSets"},
 		{o.Pods, pods, "pods for Advanced StatefulSets"},
+		{o.Claims, c.resizedClaimHandler(), "PVCs resized by Advanced StatefulSets"},
 	} {
 		if err := c.Watch(h.inf, h.handler, h.what); err != nil {
 			return nil, err
@@ -213,10 +214,20 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	if ru := set.Spec.UpdateStrategy.RollingUpdate; ru != nil && ru.PodUpdatePolicy != "" && ru.PodUpdatePolicy != v1beta1.RecreatePodUpdateStrategyType {
 		in.inPlace = func(pod *corev1.Pod) (*inplace.Spec, error) { return c.inPlaceSpec(set, pod, update.Name) }
 	}
+	in.claim = func(name string) *corev1.PersistentVolumeClaim {
+		pvc, _ := c.claim(set.Namespace, name)
+		return pvc
+	}
+	in.resizeClaims = features.Enabled(c.o.Features, features.StatefulSetAutoResizePVCGate) &&
+		set.Spec.VolumeClaimUpdateStrategy.Type == v1beta1.OnPodRollingUpdateVolumeClaimUpdateStrategyType
 	p, err := newPlan(in)
 	if err != nil {
 		c.o.Recorder.Eventf(set, nil, corev1.EventTypeWarning, "InvalidSpec", "Sync", "%v", err)
 		return 0, err
+	}
+	if p.claimProblem != "" {
+		c.o.Recorder.Eventf(set, nil, corev1.EventTypeWarning, "FailedUpdatePVC", "Update", "%s", p.claimProblem)
+		p.failedUpdate = p.claimProblem
 	}
 	if p.failedUpdate != "" {
 		p.status.Conditions = setCondition(set.Status.Conditions, p.status.Conditions, v1beta1.FailedUpdatePod, p.failedUpdate, in.now)
@@ -304,6 +315,9 @@ func (c *Controller) act(ctx context.Context, set *v1beta1.StatefulSet, key stri
 			_, err := c.ensureClaims(ctx, set, ord)
 			errs = append(errs, err)
 		}
+	}
+	for _, r := range p.resizes {
+		errs = append(errs, c.resize(ctx, set, r))
 	}
 	for _, d := range p.deletes {
 		_, err := c.ops.Retire(ctx, set, key, set.Spec.Lifecycle, d.pod, d.why)

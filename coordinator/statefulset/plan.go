@@ -40,6 +40,12 @@ type input struct {
 	// or an error when it cannot be done in place; nil when the policy is
 	// ReCreate.
 	inPlace func(pod *corev1.Pod) (*inplace.Spec, error)
+	// claim returns the set's PVC of that name, nil when there is none.
+	claim func(name string) *corev1.PersistentVolumeClaim
+	// resizeClaims is true when the rolling update expands PVCs to their
+	// templates (gate StatefulSetAutoResizePVCGate and
+	// volumeClaimUpdateStrategy OnPodRollingUpdate).
+	resizeClaims bool
 }
 
 // deletion is a pod to delete, and why.
@@ -72,6 +78,11 @@ type plan struct {
 	// failedUpdate, when set, is the FailedUpdatePod condition's message
 	// (InPlaceOnly and a change that cannot be done in place).
 	failedUpdate string
+	// resizes are PVCs to expand to their templates before their pods
+	// are updated.
+	resizes []claimResize
+	// claimProblem, when set, says which PVC stops the rolling update.
+	claimProblem string
 	// requeueAfter is when to look again for a pod to become available.
 	requeueAfter time.Duration
 }
@@ -238,6 +249,10 @@ func newPlan(in input) (*plan, error) {
 	}
 
 	ords := wantedOrdinals(set)
+	if in.claim == nil {
+		in.claim = func(string) *corev1.PersistentVolumeClaim { return nil }
+	}
+	st.VolumeClaims = volumeClaimStatus(set, ords, in.claim)
 	position := make(map[int]int, len(ords))
 	for i, o := range ords {
 		position[o] = i
@@ -413,13 +428,22 @@ func newPlan(in input) (*plan, error) {
 		} else if pod == nil {
 			unavailable++ // still to be created
 		} else {
-			if revisionOf(pod) != in.update && !terminating(pod) {
+			growing := false
+			if in.resizeClaims && !terminating(pod) {
+				pending, stop := p.expandClaims(in, pod, ords[i])
+				if stop {
+					return p, nil
+				}
+				growing = pending
+			}
+			if revisionOf(pod) != in.update && !terminating(pod) && !growing {
 				if stop := p.updateOne(in, pod); stop {
 					return p, nil
 				}
 			}
 			switch ok, wait := available(pod, minReady, in.now); {
-			case revisionOf(pod) != in.update || !healthy(pod) || inplace.InProgress(pod):
+			case revisionOf(pod) != in.update || !healthy(pod) || inplace.InProgress(pod) ||
+				growing || (in.resizeClaims && claimsGrowing(in, ords[i])):
 				unavailable++
 			case !ok:
 				p.waitFor(wait)

@@ -10,9 +10,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	"github.com/shoal-io/shoal/protocol/apis/apps/v1beta1"
+	"github.com/shoal-io/shoal/protocol/apis/wellknown"
 )
 
 // Each pod gets one PVC per volumeClaimTemplate, named
@@ -150,4 +152,53 @@ func (c *Controller) retain(ctx context.Context, set *v1beta1.StatefulSet, pod *
 		}
 	}
 	return nil
+}
+
+// resize raises r's PVC to its template's resources, marking it as the
+// set's so that its growth wakes the set (resizedClaimHandler). The
+// storage class must allow volume expansion: the apiserver refuses the
+// change otherwise, and the PVC would never grow.
+func (c *Controller) resize(ctx context.Context, set *v1beta1.StatefulSet, r claimResize) error {
+	fail := func(err error) error {
+		c.o.Recorder.Eventf(set, nil, corev1.EventTypeWarning, "FailedResize", "Resize", "resize PVC %s of pod %s: %v", r.pvc.Name, r.pod, err)
+		return fmt.Errorf("resize PVC %s of pod %s: %w", r.pvc.Name, r.pod, err)
+	}
+	if name := ptr.Deref(r.pvc.Spec.StorageClassName, ""); name != "" {
+		sc, err := c.o.Client.StorageV1().StorageClasses().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return fail(fmt.Errorf("get its storage class: %w", err))
+		}
+		if !ptr.Deref(sc.AllowVolumeExpansion, false) {
+			return fail(fmt.Errorf("storage class %s does not allow volume expansion (allowVolumeExpansion); delete the PVC, or set volumeClaimUpdateStrategy.type OnDelete", name))
+		}
+	}
+	pvc := r.pvc.DeepCopy()
+	if pvc.Annotations == nil {
+		pvc.Annotations = map[string]string{}
+	}
+	pvc.Annotations[wellknown.AnnotationPVCOwnedByAdvancedStatefulSet] = set.Name
+	pvc.Spec.Resources = *r.resources.DeepCopy()
+	if _, err := c.o.Client.CoreV1().PersistentVolumeClaims(pvc.Namespace).Update(ctx, pvc, metav1.UpdateOptions{}); err != nil {
+		return fail(err)
+	}
+	want := storageOf(pvc.Spec.Resources.Requests)
+	c.o.Recorder.Eventf(set, nil, corev1.EventTypeNormal, "SuccessfulResize", "Resize", "resized PVC %s of pod %s to %s", pvc.Name, r.pod, want.String())
+	return nil
+}
+
+// resizedClaimHandler queues the Advanced StatefulSet named in a changed
+// PVC's AnnotationPVCOwnedByAdvancedStatefulSet: its capacity may have
+// reached the request the set waits for.
+func (c *Controller) resizedClaimHandler() cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(_, obj any) {
+			pvc, ok := obj.(*corev1.PersistentVolumeClaim)
+			if !ok {
+				return
+			}
+			if set := pvc.Annotations[wellknown.AnnotationPVCOwnedByAdvancedStatefulSet]; set != "" {
+				c.Queue.Add(pvc.Namespace + "/" + set)
+			}
+		},
+	}
 }

@@ -7,12 +7,18 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/shoal-io/shoal/coordinator/workload/inplace"
 	"github.com/shoal-io/shoal/protocol/apis/apps/v1beta1"
@@ -42,7 +48,35 @@ const StatefulSetValidatePath = "/validate-statefulset"
 
 var _ Handler = ValidateStatefulSet
 
-// ValidateStatefulSet handles CREATE and UPDATE of an Advanced StatefulSet
+// StorageClasses finds the storage classes the StatefulSet webhook checks
+// a volumeClaimTemplate's resize against.
+type StorageClasses interface {
+	// Get returns the storage class name.
+	Get(ctx context.Context, name string) (*storagev1.StorageClass, error)
+	// Default returns the cluster's default storage class, nil when there
+	// is none.
+	Default(ctx context.Context) (*storagev1.StorageClass, error)
+}
+
+// StatefulSetAdmission validates Advanced StatefulSets. With ResizeClaims
+// (gate StatefulSetAutoResizePVCGate) it also checks, on UPDATE under
+// volumeClaimUpdateStrategy OnPodRollingUpdate, that existing PVCs can
+// follow the new volumeClaimTemplates (checkVolumeClaimTemplates), looking
+// storage classes up in Classes.
+type StatefulSetAdmission struct {
+	// ResizeClaims is the StatefulSetAutoResizePVCGate gate.
+	ResizeClaims bool
+	// Classes finds storage classes; required with ResizeClaims.
+	Classes StorageClasses
+}
+
+// ValidateStatefulSet is StatefulSetAdmission.Validate with automatic PVC
+// resizing off.
+func ValidateStatefulSet(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+	return (&StatefulSetAdmission{}).Validate(ctx, req)
+}
+
+// Validate handles CREATE and UPDATE of an Advanced StatefulSet
 // (matched at every served version and decoded at v1beta1: v1alpha1 has the
 // same fields). It denies, each with the field and the fix:
 //   - a missing spec.selector (the CRD requires one only when spec is
@@ -55,10 +89,12 @@ var _ Handler = ValidateStatefulSet
 //   - on UPDATE, a change to a spec field outside the ones OpenKruise lets
 //     change (statefulSetMutableFields);
 //   - on UPDATE with podUpdatePolicy InPlaceOnly, a template change that
-//     cannot happen in place (anything but images and metadata).
+//     cannot happen in place (anything but images and metadata);
+//   - on UPDATE with ResizeClaims, a volumeClaimTemplates change existing
+//     PVCs cannot follow (checkVolumeClaimTemplates).
 //
 // Status updates and deletes are allowed.
-func ValidateStatefulSet(_ context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+func (a *StatefulSetAdmission) Validate(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 	if req.SubResource != "" || (req.Operation != admissionv1.Create && req.Operation != admissionv1.Update) {
 		return &admissionv1.AdmissionResponse{Allowed: true}
 	}
@@ -80,6 +116,9 @@ func ValidateStatefulSet(_ context.Context, req *admissionv1.AdmissionRequest) *
 		}
 		problems = append(problems, checkStatefulSetImmutable(&sts.Spec, &old.Spec)...)
 		problems = append(problems, checkStatefulSetInPlaceOnly(&sts.Spec, &old.Spec)...)
+		if a.ResizeClaims {
+			problems = append(problems, a.checkVolumeClaimTemplates(ctx, &sts.Spec, &old.Spec)...)
+		}
 	}
 	if len(problems) > 0 {
 		return Deny(strings.Join(problems, "\n"))
@@ -201,4 +240,121 @@ func checkStatefulSetInPlaceOnly(spec, old *v1beta1.StatefulSetSpec) []string {
 	}
 	return []string{fmt.Sprintf("spec.template.%s: cannot change in place, and spec.updateStrategy.rollingUpdate.podUpdatePolicy is InPlaceOnly; change only images, labels and annotations, or set podUpdatePolicy to InPlaceIfPossible or ReCreate in the same update",
 		notInPlace.Field)}
+}
+
+// checkVolumeClaimTemplates denies, under volumeClaimUpdateStrategy
+// OnPodRollingUpdate, a volumeClaimTemplates change that the PVCs already
+// made cannot follow: the rolling update resizes them and nothing else.
+// Templates may not be added, removed or renamed, nor change storage
+// class or access modes; more storage needs a storage class that allows
+// volume expansion (the template's, or the cluster default when it names
+// none). Unlike OpenKruise, a class that leaves allowVolumeExpansion unset
+// is refused too, as the apiserver refuses to resize its PVCs. Less
+// storage is allowed: existing PVCs keep their size, new ones get the new
+// one. Under OnDelete anything goes, as it only shapes new PVCs.
+func (a *StatefulSetAdmission) checkVolumeClaimTemplates(ctx context.Context, spec, old *v1beta1.StatefulSetSpec) []string {
+	if spec.VolumeClaimUpdateStrategy.Type != v1beta1.OnPodRollingUpdateVolumeClaimUpdateStrategyType {
+		return nil
+	}
+	fix := "or set spec.volumeClaimUpdateStrategy.type to OnDelete in the same update (only new PVCs follow the templates then)"
+	if len(spec.VolumeClaimTemplates) != len(old.VolumeClaimTemplates) {
+		return []string{fmt.Sprintf("spec.volumeClaimTemplates: %d templates instead of %d; templates cannot be added or removed while volumeClaimUpdateStrategy.type is OnPodRollingUpdate; keep them, %s",
+			len(spec.VolumeClaimTemplates), len(old.VolumeClaimTemplates), fix)}
+	}
+	before := map[string]*corev1.PersistentVolumeClaim{}
+	for i := range old.VolumeClaimTemplates {
+		before[old.VolumeClaimTemplates[i].Name] = &old.VolumeClaimTemplates[i]
+	}
+	var problems []string
+	for i := range spec.VolumeClaimTemplates {
+		tmpl := &spec.VolumeClaimTemplates[i]
+		path := fmt.Sprintf("spec.volumeClaimTemplates[%s]", tmpl.Name)
+		was, ok := before[tmpl.Name]
+		if !ok {
+			problems = append(problems, fmt.Sprintf("%s.name: no template of that name before; templates cannot be renamed while volumeClaimUpdateStrategy.type is OnPodRollingUpdate; keep the name, %s", path, fix))
+			continue
+		}
+		if a, b := tmpl.Spec.StorageClassName, was.Spec.StorageClassName; a != nil && b != nil && *a != *b {
+			problems = append(problems, fmt.Sprintf("%s.spec.storageClassName: changed from %q to %q; existing PVCs keep their storage class, so set it back, %s", path, *b, *a, fix))
+			continue
+		}
+		if !slices.Equal(tmpl.Spec.AccessModes, was.Spec.AccessModes) {
+			problems = append(problems, fmt.Sprintf("%s.spec.accessModes: changed from %v to %v; existing PVCs keep their access modes, so set them back, %s", path, was.Spec.AccessModes, tmpl.Spec.AccessModes, fix))
+			continue
+		}
+		newSize, oldSize := tmpl.Spec.Resources.Requests[corev1.ResourceStorage], was.Spec.Resources.Requests[corev1.ResourceStorage]
+		if newSize.Cmp(oldSize) <= 0 {
+			continue
+		}
+		if problem := a.checkExpandable(ctx, tmpl.Spec.StorageClassName); problem != "" {
+			problems = append(problems, fmt.Sprintf("%s.spec.resources.requests.storage: raised from %s to %s, but %s; keep %s, %s",
+				path, oldSize.String(), newSize.String(), problem, oldSize.String(), fix))
+		}
+	}
+	return problems
+}
+
+// checkExpandable says why PVCs of the named storage class (nil: the
+// cluster default) cannot be expanded, "" when they can, or when no class
+// applies.
+func (a *StatefulSetAdmission) checkExpandable(ctx context.Context, name *string) string {
+	if a.Classes == nil {
+		return ""
+	}
+	var sc *storagev1.StorageClass
+	var err error
+	if name == nil {
+		if sc, err = a.Classes.Default(ctx); err != nil {
+			return fmt.Sprintf("the cluster's default storage class could not be read (%v)", err)
+		}
+		if sc == nil {
+			return ""
+		}
+	} else if sc, err = a.Classes.Get(ctx, *name); err != nil {
+		return fmt.Sprintf("storage class %q could not be read (%v)", *name, err)
+	}
+	if sc.AllowVolumeExpansion == nil || !*sc.AllowVolumeExpansion {
+		return fmt.Sprintf("storage class %s does not allow volume expansion (allowVolumeExpansion is not true)", sc.Name)
+	}
+	return ""
+}
+
+// ClientStorageClasses reads storage classes through Client, live: only
+// an update that raises a volumeClaimTemplate's storage asks.
+type ClientStorageClasses struct {
+	// Client reads the storage classes.
+	Client kubernetes.Interface
+}
+
+// storageClassTimeout bounds one storage class read on the admission path.
+const storageClassTimeout = 2 * time.Second
+
+// Get implements StorageClasses.
+func (c ClientStorageClasses) Get(ctx context.Context, name string) (*storagev1.StorageClass, error) {
+	ctx, cancel := context.WithTimeout(ctx, storageClassTimeout)
+	defer cancel()
+	return c.Client.StorageV1().StorageClasses().Get(ctx, name, metav1.GetOptions{})
+}
+
+// Default implements StorageClasses: the newest class annotated
+// storageclass.kubernetes.io/is-default-class "true", as the apiserver's
+// DefaultStorageClass admission picks it.
+func (c ClientStorageClasses) Default(ctx context.Context) (*storagev1.StorageClass, error) {
+	ctx, cancel := context.WithTimeout(ctx, storageClassTimeout)
+	defer cancel()
+	list, err := c.Client.StorageV1().StorageClasses().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var pick *storagev1.StorageClass
+	for i := range list.Items {
+		sc := &list.Items[i]
+		if sc.Annotations["storageclass.kubernetes.io/is-default-class"] != "true" {
+			continue
+		}
+		if pick == nil || sc.CreationTimestamp.After(pick.CreationTimestamp.Time) {
+			pick = sc
+		}
+	}
+	return pick, nil
 }

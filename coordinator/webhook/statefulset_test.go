@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"context"
 	"encoding/json"
 	"reflect"
 	"strings"
@@ -10,6 +11,9 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -233,5 +237,119 @@ func TestStatefulSetImmutableFields(t *testing.T) {
 			return jsonFieldName(sf.Tag.Get("json")) == name
 		})
 		require.True(t, ok, "statefulSetMutableFields lists %q, which the spec does not have", name)
+	}
+}
+
+// fakeClasses are storage classes by name; def names the default.
+type fakeClasses struct {
+	classes map[string]*storagev1.StorageClass
+	def     string
+}
+
+func (f fakeClasses) Get(_ context.Context, name string) (*storagev1.StorageClass, error) {
+	if sc, ok := f.classes[name]; ok {
+		return sc, nil
+	}
+	return nil, apierrors.NewNotFound(storagev1.Resource("storageclasses"), name)
+}
+
+func (f fakeClasses) Default(context.Context) (*storagev1.StorageClass, error) {
+	return f.classes[f.def], nil
+}
+
+func TestValidateStatefulSetVolumeClaimTemplates(t *testing.T) {
+	classes := fakeClasses{def: "grow", classes: map[string]*storagev1.StorageClass{
+		"grow":  {ObjectMeta: metav1.ObjectMeta{Name: "grow"}, AllowVolumeExpansion: ptr.To(true)},
+		"fixed": {ObjectMeta: metav1.ObjectMeta{Name: "fixed"}, AllowVolumeExpansion: ptr.To(false)},
+		"unset": {ObjectMeta: metav1.ObjectMeta{Name: "unset"}},
+	}}
+	claim := func(name, class, size string) corev1.PersistentVolumeClaim {
+		c := corev1.PersistentVolumeClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: corev1.PersistentVolumeClaimSpec{
+				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}},
+			},
+		}
+		if class != "" {
+			c.Spec.StorageClassName = ptr.To(class)
+		}
+		return c
+	}
+	for _, tc := range []struct {
+		name     string
+		strategy v1beta1.VolumeClaimUpdateStrategyType
+		old, new []corev1.PersistentVolumeClaim
+		gateOff  bool
+		deny     string
+	}{
+		{name: "grows on an expandable class", old: []corev1.PersistentVolumeClaim{claim("data", "grow", "1Gi")}, new: []corev1.PersistentVolumeClaim{claim("data", "grow", "2Gi")}},
+		{name: "grows on the default class", old: []corev1.PersistentVolumeClaim{claim("data", "", "1Gi")}, new: []corev1.PersistentVolumeClaim{claim("data", "", "2Gi")}},
+		{name: "shrinks: new PVCs only", old: []corev1.PersistentVolumeClaim{claim("data", "fixed", "2Gi")}, new: []corev1.PersistentVolumeClaim{claim("data", "fixed", "1Gi")}},
+		{
+			name: "grows on a class that refuses expansion",
+			old:  []corev1.PersistentVolumeClaim{claim("data", "fixed", "1Gi")}, new: []corev1.PersistentVolumeClaim{claim("data", "fixed", "2Gi")},
+			deny: "spec.volumeClaimTemplates[data].spec.resources.requests.storage: raised from 1Gi to 2Gi, but storage class fixed does not allow volume expansion",
+		},
+		{
+			name: "allowVolumeExpansion unset is no",
+			old:  []corev1.PersistentVolumeClaim{claim("data", "unset", "1Gi")}, new: []corev1.PersistentVolumeClaim{claim("data", "unset", "2Gi")},
+			deny: "storage class unset does not allow volume expansion",
+		},
+		{
+			name: "a missing class",
+			old:  []corev1.PersistentVolumeClaim{claim("data", "gone", "1Gi")}, new: []corev1.PersistentVolumeClaim{claim("data", "gone", "2Gi")},
+			deny: `storage class "gone" could not be read`,
+		},
+		{
+			name: "the mixed case: only the refusing template grows",
+			old:  []corev1.PersistentVolumeClaim{claim("a", "fixed", "1Gi"), claim("b", "grow", "1Gi")},
+			new:  []corev1.PersistentVolumeClaim{claim("a", "fixed", "2Gi"), claim("b", "grow", "1Gi")},
+			deny: "spec.volumeClaimTemplates[a].spec.resources.requests.storage",
+		},
+		{
+			name: "added", old: []corev1.PersistentVolumeClaim{claim("a", "grow", "1Gi")},
+			new:  []corev1.PersistentVolumeClaim{claim("a", "grow", "1Gi"), claim("b", "grow", "1Gi")},
+			deny: "spec.volumeClaimTemplates: 2 templates instead of 1; templates cannot be added or removed",
+		},
+		{
+			name: "renamed", old: []corev1.PersistentVolumeClaim{claim("a", "grow", "1Gi")}, new: []corev1.PersistentVolumeClaim{claim("b", "grow", "1Gi")},
+			deny: "spec.volumeClaimTemplates[b].name: no template of that name before",
+		},
+		{
+			name: "another class", old: []corev1.PersistentVolumeClaim{claim("a", "grow", "1Gi")}, new: []corev1.PersistentVolumeClaim{claim("a", "fixed", "1Gi")},
+			deny: `spec.volumeClaimTemplates[a].spec.storageClassName: changed from "grow" to "fixed"`,
+		},
+		{
+			name: "OnDelete: anything goes", strategy: v1beta1.OnPVCDeleteVolumeClaimUpdateStrategyType,
+			old: []corev1.PersistentVolumeClaim{claim("a", "fixed", "1Gi")}, new: []corev1.PersistentVolumeClaim{claim("b", "fixed", "2Gi")},
+		},
+		{
+			name: "gate off: anything goes", gateOff: true,
+			old: []corev1.PersistentVolumeClaim{claim("a", "fixed", "1Gi")}, new: []corev1.PersistentVolumeClaim{claim("a", "fixed", "2Gi")},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			old, sts := testStatefulSetObject(), testStatefulSetObject()
+			old.Spec.VolumeClaimTemplates, sts.Spec.VolumeClaimTemplates = tc.old, tc.new
+			strategy := tc.strategy
+			if strategy == "" {
+				strategy = v1beta1.OnPodRollingUpdateVolumeClaimUpdateStrategyType
+			}
+			sts.Spec.VolumeClaimUpdateStrategy.Type = strategy
+			req := &admissionv1.AdmissionRequest{Operation: admissionv1.Update, Namespace: "default", Name: sts.Name}
+			var err error
+			req.Object.Raw, err = json.Marshal(sts)
+			require.NoError(t, err)
+			req.OldObject.Raw, err = json.Marshal(old)
+			require.NoError(t, err)
+			resp := (&StatefulSetAdmission{ResizeClaims: !tc.gateOff, Classes: classes}).Validate(t.Context(), req)
+			if tc.deny == "" {
+				require.True(t, resp.Allowed, "%v", resp.Result)
+				return
+			}
+			require.False(t, resp.Allowed)
+			require.Contains(t, resp.Result.Message, tc.deny)
+		})
 	}
 }

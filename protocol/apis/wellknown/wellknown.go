@@ -90,6 +90,12 @@ const (
 	// replacement first when maxSurge allows.
 	LabelSpecifiedDelete = "apps.kruise.io/specified-delete"
 
+	// AnnotationPVCOwnedByAdvancedStatefulSet is set by the Advanced
+	// StatefulSet controller, to the set's name, on each PVC it resizes
+	// (volumeClaimUpdateStrategy OnPodRollingUpdate): the PVC's changes,
+	// such as its capacity growing, then wake the set.
+	AnnotationPVCOwnedByAdvancedStatefulSet = "apps.kruise.io/owned-by-asts"
+
 	// LabelCloneSetScalingExcludePreparingDelete is set by users on a CloneSet.
 	// With the value "true" pods in the PreparingDelete lifecycle state are
 	// not counted towards replicas, so the CloneSet creates replacements for
