@@ -1670,3 +1670,83 @@ func TestStatefulSetRecreatesMissingPVC(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, node, back.Spec.NodeName, "scheduled back to its node")
 }
+
+// TestStatefulSetSeedManifests applies seed 000's two Advanced StatefulSet
+// examples as the dry run has them (../testdata/seed-examples; INDEX.md
+// lists the reconstruction), in the test's namespace, with the seed's
+// nginx:alpine replaced by the local registry's test server:
+//   - 000-19, scale-up with a rate limit: replicas 100, Parallel,
+//     scaleStrategy.maxUnavailable 10%. The seed's point is an incorrect
+//     set (here: a readiness probe on a port nothing serves) creating only
+//     10 failing pods instead of 100; exactly 10 exist and stay.
+//   - 000-13, persistentVolumeClaimRetentionPolicy whenDeleted Retain,
+//     whenScaled Delete, completed with 3 replicas and one claim template
+//     (the seed elides the rest of the spec): a scale to 1 deletes the
+//     PVCs of ordinals 1 and 2, deleting the set keeps ordinal 0's.
+func TestStatefulSetSeedManifests(t *testing.T) {
+	t.Parallel()
+	f := newFramework(t)
+	ctx := t.Context()
+	read := func(t *testing.T, file string) *v1beta1.StatefulSet {
+		t.Helper()
+		var sts v1beta1.StatefulSet
+		readSeedExample(t, f, file, &sts)
+		sts.Namespace = f.Namespace
+		c := &sts.Spec.Template.Spec.Containers[0]
+		require.Equal(t, "nginx:alpine", c.Image, "the seed's image")
+		app := newStatefulSet(f, sts.Name, 1).Spec.Template.Spec
+		c.Image, c.Args, c.ReadinessProbe = app.Containers[0].Image, app.Containers[0].Args, app.Containers[0].ReadinessProbe
+		sts.Spec.Template.Spec.TerminationGracePeriodSeconds = app.TerminationGracePeriodSeconds
+		if sts.Spec.ServiceName == "" {
+			sts.Spec.ServiceName = sts.Name
+		}
+		return &sts
+	}
+
+	t.Run("000-19 scale-up with maxUnavailable 10% of 100", func(t *testing.T) {
+		t.Parallel()
+		sts := read(t, "000-19.yaml")
+		sts.Name, sts.Spec.ServiceName = "ratelimit", "ratelimit" // both seeds name their set sts-demo
+		sts.Spec.Selector.MatchLabels["app"] = sts.Name
+		sts.Spec.Template.Labels["app"] = sts.Name
+		require.EqualValues(t, 100, *sts.Spec.Replicas)
+		require.Equal(t, intstr.FromString("10%"), *sts.Spec.ScaleStrategy.MaxUnavailable)
+		sts.Spec.Template.Spec.Containers[0].ReadinessProbe.HTTPGet.Port = intstr.FromInt32(9999) // the mistake
+		createStatefulSet(ctx, t, f, sts)
+		waitSetPods(ctx, t, f, sts.Name, "10 running, none ready", func(pods []corev1.Pod) bool {
+			return len(pods) == 10 && !slices.ContainsFunc(pods, func(p corev1.Pod) bool { return p.Status.Phase != corev1.PodRunning })
+		})
+		requireHolds(ctx, t, haltedFor, "no more than the 10 unavailable pods created", podCountIs(f, sts.Name, 10))
+		s := waitStatefulSet(ctx, t, f, sts.Name, "10 replicas, 0 ready", func(s *v1beta1.StatefulSet) bool { return s.Status.Replicas == 10 })
+		require.Zero(t, s.Status.ReadyReplicas)
+	})
+
+	t.Run("000-13 whenDeleted Retain, whenScaled Delete", func(t *testing.T) {
+		t.Parallel()
+		sts := read(t, "000-13.yaml")
+		require.Equal(t, &v1beta1.StatefulSetPersistentVolumeClaimRetentionPolicy{
+			WhenDeleted: v1beta1.RetainPersistentVolumeClaimRetentionPolicyType,
+			WhenScaled:  v1beta1.DeletePersistentVolumeClaimRetentionPolicyType,
+		}, sts.Spec.PersistentVolumeClaimRetentionPolicy)
+		sts.Spec.Replicas = ptr.To[int32](3)
+		withDataClaim(sts, "datadir", "/data")
+		createStatefulSet(ctx, t, f, sts)
+		waitSetPods(ctx, t, f, sts.Name, "3 running and ready", runningReady(3, 3))
+		waitClaimOrdinals(ctx, t, f, sts.Name, "datadir", []int{0, 1, 2}, nil)
+
+		scaleTo(ctx, t, f, sts.Name, 1)
+		waitSetPods(ctx, t, f, sts.Name, "pod 0 left", podNames(sts.Name+"-0"))
+		waitClaimOrdinals(ctx, t, f, sts.Name, "datadir", []int{0}, nil)
+
+		require.NoError(t, f.Shoal.AppsV1beta1().StatefulSets(f.Namespace).Delete(ctx, sts.Name,
+			metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}))
+		waitNoPods(ctx, t, f, sts.Name)
+		requireHolds(ctx, t, haltedFor, "ordinal 0's PVC kept", func(ctx context.Context) (bool, string, error) {
+			pvc, err := f.Kube.CoreV1().PersistentVolumeClaims(f.Namespace).Get(ctx, "datadir-"+sts.Name+"-0", metav1.GetOptions{})
+			if err != nil {
+				return false, "", err
+			}
+			return pvc.DeletionTimestamp == nil, fmt.Sprintf("owners %v", pvc.OwnerReferences), nil
+		})
+	})
+}
