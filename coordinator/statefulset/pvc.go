@@ -2,6 +2,7 @@ package statefulset
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -154,10 +155,11 @@ func (c *Controller) retain(ctx context.Context, set *v1beta1.StatefulSet, pod *
 	return nil
 }
 
-// resize raises r's PVC to its template's resources, marking it as the
-// set's so that its growth wakes the set (resizedClaimHandler). The
-// storage class must allow volume expansion: the apiserver refuses the
-// change otherwise, and the PVC would never grow.
+// resize raises r's PVC's storage request to its template's, marking it
+// as the set's so that its growth wakes the set (resizedClaimHandler). A
+// merge patch of that one field: the apiserver lets nothing else of a
+// bound claim's spec change. The storage class must allow volume
+// expansion: the apiserver refuses the change otherwise.
 func (c *Controller) resize(ctx context.Context, set *v1beta1.StatefulSet, r claimResize) error {
 	fail := func(err error) error {
 		c.o.Recorder.Eventf(set, nil, corev1.EventTypeWarning, "FailedResize", "Resize", "resize PVC %s of pod %s: %v", r.pvc.Name, r.pod, err)
@@ -169,20 +171,26 @@ func (c *Controller) resize(ctx context.Context, set *v1beta1.StatefulSet, r cla
 			return fail(fmt.Errorf("get its storage class: %w", err))
 		}
 		if !ptr.Deref(sc.AllowVolumeExpansion, false) {
-			return fail(fmt.Errorf("storage class %s does not allow volume expansion (allowVolumeExpansion); delete the PVC, or set volumeClaimUpdateStrategy.type OnDelete", name))
+			return fail(fmt.Errorf("storage class %s does not allow volume expansion (allowVolumeExpansion); delete the PVC and then pod %s, or set volumeClaimUpdateStrategy.type OnDelete", name, r.pod))
 		}
 	}
-	pvc := r.pvc.DeepCopy()
-	if pvc.Annotations == nil {
-		pvc.Annotations = map[string]string{}
-	}
-	pvc.Annotations[wellknown.AnnotationPVCOwnedByAdvancedStatefulSet] = set.Name
-	pvc.Spec.Resources = *r.resources.DeepCopy()
-	if _, err := c.o.Client.CoreV1().PersistentVolumeClaims(pvc.Namespace).Update(ctx, pvc, metav1.UpdateOptions{}); err != nil {
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{
+			"uid":         r.pvc.UID,
+			"annotations": map[string]string{wellknown.AnnotationPVCOwnedByAdvancedStatefulSet: set.Name},
+		},
+		"spec": map[string]any{"resources": map[string]any{"requests": map[string]string{string(corev1.ResourceStorage): r.storage.String()}}},
+	})
+	if err != nil {
 		return fail(err)
 	}
-	want := storageOf(pvc.Spec.Resources.Requests)
-	c.o.Recorder.Eventf(set, nil, corev1.EventTypeNormal, "SuccessfulResize", "Resize", "resized PVC %s of pod %s to %s", pvc.Name, r.pod, want.String())
+	if _, err := c.o.Client.CoreV1().PersistentVolumeClaims(r.pvc.Namespace).Patch(ctx, r.pvc.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil // deleted meanwhile: made again from the template
+		}
+		return fail(err)
+	}
+	c.o.Recorder.Eventf(set, nil, corev1.EventTypeNormal, "SuccessfulResize", "Resize", "resized PVC %s of pod %s to %s", r.pvc.Name, r.pod, r.storage.String())
 	return nil
 }
 
@@ -190,15 +198,17 @@ func (c *Controller) resize(ctx context.Context, set *v1beta1.StatefulSet, r cla
 // PVC's AnnotationPVCOwnedByAdvancedStatefulSet: its capacity may have
 // reached the request the set waits for.
 func (c *Controller) resizedClaimHandler() cache.ResourceEventHandlerFuncs {
-	return cache.ResourceEventHandlerFuncs{
-		UpdateFunc: func(_, obj any) {
-			pvc, ok := obj.(*corev1.PersistentVolumeClaim)
-			if !ok {
-				return
-			}
-			if set := pvc.Annotations[wellknown.AnnotationPVCOwnedByAdvancedStatefulSet]; set != "" {
-				c.Queue.Add(pvc.Namespace + "/" + set)
-			}
-		},
+	queue := func(obj any) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		pvc, ok := obj.(*corev1.PersistentVolumeClaim)
+		if !ok {
+			return
+		}
+		if set := pvc.Annotations[wellknown.AnnotationPVCOwnedByAdvancedStatefulSet]; set != "" {
+			c.Queue.Add(pvc.Namespace + "/" + set)
+		}
 	}
+	return cache.ResourceEventHandlerFuncs{UpdateFunc: func(_, obj any) { queue(obj) }, DeleteFunc: queue}
 }

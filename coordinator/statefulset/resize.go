@@ -3,6 +3,7 @@ package statefulset
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -81,27 +82,35 @@ type templateClaim struct {
 	pvc  *corev1.PersistentVolumeClaim
 }
 
-// claimsOf returns the PVCs of ordinal ord that claim finds, with their
-// templates; missing PVCs and PVCs being deleted are left out (they are
-// created again from the template as they are).
+// claimsOf returns the bound PVCs of ordinal ord that claim finds, with
+// their templates. Missing PVCs and PVCs being deleted are left out (they
+// are created again from the template as they are), and so are unbound
+// ones: they have no capacity yet, and the apiserver resizes bound claims
+// only.
 func claimsOf(set *v1beta1.StatefulSet, ord int, claim func(name string) *corev1.PersistentVolumeClaim) []templateClaim {
 	var out []templateClaim
 	for i := range set.Spec.VolumeClaimTemplates {
 		tmpl := &set.Spec.VolumeClaimTemplates[i]
-		if pvc := claim(claimName(tmpl.Name, set, ord)); pvc != nil && pvc.DeletionTimestamp == nil {
+		pvc := claim(claimName(tmpl.Name, set, ord))
+		if pvc != nil && pvc.DeletionTimestamp == nil && pvc.Status.Phase == corev1.ClaimBound {
 			out = append(out, templateClaim{tmpl: tmpl, pvc: pvc})
 		}
 	}
 	return out
 }
 
-// claimResize is a PVC whose resources the plan raises to its template's.
+// claimResize is a PVC whose storage request the plan raises to its
+// template's.
 type claimResize struct {
-	pvc       *corev1.PersistentVolumeClaim
-	resources corev1.VolumeResourceRequirements
+	pvc     *corev1.PersistentVolumeClaim
+	storage resource.Quantity
 	// pod is the pod the PVC belongs to, for the event.
 	pod string
 }
+
+// claimWait is how long a plan that waits on PVCs looks again at the
+// latest: a PVC it did not resize itself wakes nobody when it changes.
+const claimWait = 10 * time.Second
 
 // volumeClaimStatus counts, per template, the wanted ordinals whose PVC
 // matches it, and of those the ones whose capacity has followed.
@@ -137,22 +146,26 @@ func (p *plan) expandClaims(in input, pod *corev1.Pod, ord int) (pending, stop b
 	for _, c := range claimsOf(in.set, ord, in.claim) {
 		switch fitOf(c.pvc, c.tmpl) {
 		case claimIncompatible:
-			p.claimProblem = fmt.Sprintf("PVC %s of pod %s differs from volumeClaimTemplate %s in storage class or access modes, which a resize cannot change; delete the PVC (the pod's data goes with it) or set volumeClaimUpdateStrategy.type OnDelete",
-				c.pvc.Name, pod.Name, c.tmpl.Name)
+			p.claimProblem = fmt.Sprintf("PVC %s of pod %s differs from volumeClaimTemplate %s in storage class or access modes, which a resize cannot change; delete the PVC and then pod %s (both come back from the templates, without the old data), or set volumeClaimUpdateStrategy.type OnDelete",
+				c.pvc.Name, pod.Name, c.tmpl.Name, pod.Name)
 			p.blocked = p.claimProblem
+			p.waitFor(claimWait)
 			return true, true
 		case claimTooSmall:
-			p.resizes = append(p.resizes, claimResize{pvc: c.pvc, resources: c.tmpl.Spec.Resources, pod: pod.Name})
+			p.resizes = append(p.resizes, claimResize{pvc: c.pvc, storage: storageOf(c.tmpl.Spec.Resources.Requests), pod: pod.Name})
 			pending = true
 		default:
 			pending = pending || !resizeDone(c.pvc)
 		}
 	}
+	if pending {
+		p.waitFor(claimWait)
+	}
 	return pending, false
 }
 
-// claimsGrowing reports whether a PVC of ordinal ord has not reached its
-// request yet (its pod counts as unavailable meanwhile).
+// claimsGrowing reports whether a PVC of ordinal ord is still being
+// resized (its pod counts as unavailable meanwhile).
 func claimsGrowing(in input, ord int) bool {
-	return slices.ContainsFunc(claimsOf(in.set, ord, in.claim), func(c templateClaim) bool { return !claimReady(c.pvc) })
+	return slices.ContainsFunc(claimsOf(in.set, ord, in.claim), func(c templateClaim) bool { return !resizeDone(c.pvc) })
 }

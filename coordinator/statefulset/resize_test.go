@@ -25,6 +25,7 @@ func claimOf(name, class, request, capacity string) *corev1.PersistentVolumeClai
 		},
 	}
 	if capacity != "" {
+		pvc.Status.Phase = corev1.ClaimBound
 		pvc.Status.Capacity = corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(capacity)}
 	}
 	return pvc
@@ -137,6 +138,41 @@ func TestPlanResizesClaims(t *testing.T) {
 			claims: map[int]*corev1.PersistentVolumeClaim{0: small(), 1: small(), 2: small()},
 			edit:   func(in *input) { in.resizeClaims = false },
 			status: []v1beta1.VolumeClaimStatus{{VolumeClaimName: "data"}},
+		},
+		{
+			name:   "an unbound PVC is neither resized nor waited for",
+			claims: map[int]*corev1.PersistentVolumeClaim{0: small(), 1: small(), 2: claimOf("", "fast", "1Gi", "")},
+			edit: func(in *input) {
+				in.current, in.pods = "old", []*corev1.Pod{pod(0, "old", true), pod(1, "old", true), pod(2, "old", true)}
+			},
+			deleted: []string{"web-2"},
+			status:  []v1beta1.VolumeClaimStatus{{VolumeClaimName: "data"}},
+		},
+		{
+			name: "only the kubelet's filesystem resize left: done",
+			claims: map[int]*corev1.PersistentVolumeClaim{0: small(), 1: small(), 2: func() *corev1.PersistentVolumeClaim {
+				c := growing()
+				c.Status.Conditions = []corev1.PersistentVolumeClaimCondition{{Type: corev1.PersistentVolumeClaimFileSystemResizePending, Status: corev1.ConditionTrue}}
+				return c
+			}()},
+			resized: []string{"data-web-1@web-1"},
+			status:  []v1beta1.VolumeClaimStatus{{VolumeClaimName: "data", CompatibleReplicas: 1}},
+		},
+		{
+			// partition counts the pods kept at the old revision, as in
+			// OpenKruise: after a roll back, pods 0 and 1 run the update
+			// revision already and pod 2 is the one kept; the update moves
+			// on with the PVCs of the pods that run the update revision,
+			// highest first.
+			name:   "after a roll back under partition 2, the pods at the update revision get their PVCs",
+			claims: map[int]*corev1.PersistentVolumeClaim{0: small(), 1: small(), 2: done()},
+			edit: func(in *input) {
+				in.set.Spec.UpdateStrategy.RollingUpdate = &v1beta1.RollingUpdateStatefulSetStrategy{Partition: ptr.To[int32](2)}
+				in.current, in.update = "new", "old"
+				in.pods = []*corev1.Pod{pod(0, "old", true), pod(1, "old", true), pod(2, "new", true)}
+			},
+			resized: []string{"data-web-1@web-1"},
+			status:  []v1beta1.VolumeClaimStatus{{VolumeClaimName: "data", CompatibleReplicas: 1, CompatibleReadyReplicas: 1}},
 		},
 		{
 			name:    "another storage class stops the update",

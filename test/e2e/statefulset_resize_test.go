@@ -64,6 +64,11 @@ func ensureExpansionClasses(ctx context.Context, t *testing.T, f *framework.Fram
 		}
 		_, err := f.Kube.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
+			have, err := f.Kube.StorageV1().StorageClasses().Get(ctx, name, metav1.GetOptions{})
+			require.NoError(t, err)
+			require.True(t, have.Provisioner == sc.Provisioner && ptr.Deref(have.AllowVolumeExpansion, false) == expand,
+				"storage class %s exists with provisioner %s and allowVolumeExpansion %v, not as these cases need (%s, %v): delete it (kubectl delete storageclass %s)",
+				name, have.Provisioner, have.AllowVolumeExpansion, sc.Provisioner, expand, name)
 			continue
 		}
 		require.NoError(t, err, "create storage class %s", name)
@@ -184,20 +189,29 @@ func templateOf(s *v1beta1.StatefulSet, pvc *corev1.PersistentVolumeClaim) *core
 	return nil
 }
 
+// resizeTimeout bounds a wait that spans a resize of every PVC of a set,
+// pod after pod.
+const resizeTimeout = 4 * time.Minute
+
 // waitClaimCapacity waits, as OpenKruise's waitForPVCCapacity, until
-// every PVC of the set has a capacity equal to its request, and ok
-// accepts its capacity against its template's request (Cmp: -1, 0, 1).
-// It returns the PVCs whose capacity differs from their template's.
+// every PVC of the set (one per replica and template) has a capacity
+// equal to its request, and ok accepts its capacity against its
+// template's request (Cmp: -1, 0, 1). It returns the PVCs whose capacity
+// differs from their template's.
 func waitClaimCapacity(ctx context.Context, t *testing.T, f *framework.Framework, name string, ok func(cmp int) bool) []string {
 	t.Helper()
 	var differ, problems []string
-	err := framework.WaitFor(ctx, statefulSetTimeout, func(ctx context.Context) (bool, error) {
+	err := framework.WaitFor(ctx, resizeTimeout, func(ctx context.Context) (bool, error) {
 		s, err := f.Shoal.AppsV1beta1().StatefulSets(f.Namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
 		differ, problems = nil, nil
-		for _, pvc := range setClaims(ctx, t, f, s) {
+		claims := setClaims(ctx, t, f, s)
+		if want := int(ptr.Deref(s.Spec.Replicas, 1)) * len(s.Spec.VolumeClaimTemplates); len(claims) != want {
+			problems = append(problems, fmt.Sprintf("%d PVCs, want %d", len(claims), want))
+		}
+		for _, pvc := range claims {
 			capacity, request := pvc.Status.Capacity[corev1.ResourceStorage], pvc.Spec.Resources.Requests[corev1.ResourceStorage]
 			want := templateOf(s, &pvc).Spec.Resources.Requests[corev1.ResourceStorage]
 			cmp := capacity.Cmp(want)
@@ -305,7 +319,11 @@ func TestStatefulSetResizePVC(t *testing.T) {
 		s := waitStatefulSet(ctx, t, f, name, "3 ready, every PVC compatible and ready", func(s *v1beta1.StatefulSet) bool {
 			return s.Status.Replicas == 3 && s.Status.ReadyReplicas == 3 && claimsReady(3)(s)
 		})
-		if !image {
+		if image {
+			// Beyond OpenKruise's assertions: the update went through.
+			s = waitStatefulSet(ctx, t, f, name, "3 pods at the new revision", settledSet(3))
+			requireAllAt(t, setPods(ctx, t, f, name), s.Status.UpdateRevision, newImage)
+		} else {
 			// Beyond OpenKruise's assertions: the pods are not touched.
 			require.Equal(t, s.Status.CurrentRevision, s.Status.UpdateRevision, "a template change alone makes no revision")
 			pods := setPods(ctx, t, f, name)

@@ -61,6 +61,7 @@ var entries = []entry{
 	{"LabelResourceDistribution", LabelResourceDistribution, kindKey},
 	{"LabelBroadcastJobControllerUID", LabelBroadcastJobControllerUID, kindKey},
 	{"LabelSpecifiedDelete", LabelSpecifiedDelete, kindKey},
+	{"AnnotationPVCOwnedByAdvancedStatefulSet", AnnotationPVCOwnedByAdvancedStatefulSet, kindKey},
 	{"LabelCloneSetScalingExcludePreparingDelete", LabelCloneSetScalingExcludePreparingDelete, kindKey},
 	{"AnnotationPodDeletionCost", AnnotationPodDeletionCost, kindKey},
 
