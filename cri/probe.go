@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -63,21 +62,20 @@ func (r *Runtime) LatestContainer(ctx context.Context, podUID, name string) (c C
 	return c, true, nil
 }
 
-// ContainerRunning reports whether the container with CRI id id runs, and
-// since when: one ContainerStatus call, for a caller that knows the
-// container already and only checks it is still the same instance,
-// running (a restart is a new container id; the old one reads exited).
-func (r *Runtime) ContainerRunning(ctx context.Context, id string) (running bool, startedAt time.Time, err error) {
-	resp, err := r.rs.ContainerStatus(ctx, id, false)
+// RunningContainerIDs lists the IDs of the runtime's running containers:
+// one ListContainers call for the whole node, which probes share rather
+// than asking for each container's status (a restarted container has a
+// new ID, so a running ID is still the same instance).
+func (r *Runtime) RunningContainerIDs(ctx context.Context) (map[string]struct{}, error) {
+	cs, err := r.rs.ListContainers(ctx, &runtimeapi.ContainerFilter{
+		State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
+	})
 	if err != nil {
-		return false, time.Time{}, fmt.Errorf("status of container %s: %w", id, err)
+		return nil, fmt.Errorf("list running containers: %w", err)
 	}
-	st := resp.GetStatus()
-	if st == nil {
-		return false, time.Time{}, errors.New("status of container " + id + ": the runtime returned no status")
+	ids := make(map[string]struct{}, len(cs))
+	for _, c := range cs {
+		ids[c.GetId()] = struct{}{}
 	}
-	if t := st.GetStartedAt(); t != 0 {
-		startedAt = nanosToTime(t)
-	}
-	return containerState(st.GetState()) == ContainerRunning, startedAt, nil
+	return ids, nil
 }

@@ -80,3 +80,14 @@ func TestLatestContainer(t *testing.T) {
 		require.False(t, found)
 	})
 }
+
+func TestRunningContainerIDs(t *testing.T) {
+	f := critest.New(t)
+	sb := f.AddSandbox(critest.Sandbox{Namespace: "default", Name: "web", UID: "uid-web"})
+	running := f.AddContainer(sb, critest.Container{Name: "app", State: runtimeapi.ContainerState_CONTAINER_RUNNING, StartedAt: at(1)})
+	f.AddContainer(sb, critest.Container{Name: "old", State: runtimeapi.ContainerState_CONTAINER_EXITED, StartedAt: at(1), FinishedAt: at(2)})
+	f.AddContainer(sb, critest.Container{Name: "new", State: runtimeapi.ContainerState_CONTAINER_CREATED})
+	ids, err := f.Runtime.RunningContainerIDs(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, map[string]struct{}{running.ID: {}}, ids)
+}

@@ -28,15 +28,28 @@ import (
 // http probes most of their CPU (make bench-probecost), so ContainerOf
 // remembers the container it found: with events (the agent's cri.Events)
 // and the stream open, it answers from memory while no event came for the
-// pod; without, it checks the remembered container with one status call.
-// A restart is a new container, so it is still seen at the next probe.
+// pod; without, it checks the remembered container against the node's
+// list of running containers, one ListContainers shared by every probe
+// and at most runningMaxAge old. A restart is a new container, and an
+// exited one leaves that list, so either is seen within that time.
 func CRIRuntime(get func() (*cri.Runtime, error), events *cri.Events) Runtime {
-	return &criRuntime{get: get, events: events, clock: time.Now, cache: map[cacheKey]cachedContainer{}}
+	return newCRIRuntime(get, events, time.Now)
 }
 
-// lookupMaxAge bounds how long a cached container lookup is trusted even
-// when no event came (a lost event is then noticed this late at worst).
-const lookupMaxAge = time.Minute
+func newCRIRuntime(get func() (*cri.Runtime, error), events *cri.Events, clock func() time.Time) *criRuntime {
+	return &criRuntime{get: get, events: events, clock: clock, cache: map[cacheKey]cachedContainer{}}
+}
+
+const (
+	// lookupMaxAge bounds how long a cached container lookup is trusted
+	// even when no event came (a lost event is then noticed this late at
+	// worst).
+	lookupMaxAge = time.Minute
+	// runningMaxAge is how old the node's list of running containers may
+	// be when a probe trusts it. The kubelet's own prober reads container
+	// states from its PLEG relist, which is a second old at worst too.
+	runningMaxAge = time.Second
+)
 
 type criRuntime struct {
 	get    func() (*cri.Runtime, error)
@@ -45,6 +58,14 @@ type criRuntime struct {
 
 	mu    sync.Mutex
 	cache map[cacheKey]cachedContainer
+
+	// runMu guards the running list. One probe refreshes it (refreshing
+	// is closed when it is done) while the others wait for that answer,
+	// each no longer than its own context allows.
+	runMu      sync.Mutex
+	running    map[string]struct{}
+	runAt      time.Time
+	refreshing chan struct{}
 }
 
 type cacheKey struct{ podUID, container string }
@@ -59,10 +80,9 @@ type cachedContainer struct {
 
 // ContainerOf implements Runtime. A container it found running before is
 // trusted without a call while the runtime's event stream (when there is
-// one) shows no change of the pod, and otherwise checked with a single
-// ContainerStatus (still running, same start: still the same instance);
-// it is looked up in full when that fails, and at least every
-// lookupMaxAge.
+// one) shows no change of the pod, and otherwise while its ID is in the
+// node's running list (runningIDs); it is looked up in full when that
+// fails, and at least every lookupMaxAge.
 func (c *criRuntime) ContainerOf(ctx context.Context, podUID, container string) (Container, error) {
 	key := cacheKey{podUID, container}
 	var token [2]uint64
@@ -78,9 +98,8 @@ func (c *criRuntime) ContainerOf(ctx context.Context, podUID, container string) 
 		if connected && hit.token == token {
 			return hit.c, nil
 		}
-		if rt, err := c.get(); err == nil {
-			running, startedAt, err := rt.ContainerRunning(ctx, hit.c.ID)
-			if err == nil && running && startedAt.Equal(hit.c.StartedAt) {
+		if running, err := c.runningIDs(ctx, hit.at); err == nil {
+			if _, ok := running[hit.c.ID]; ok {
 				return hit.c, nil
 			}
 		}
@@ -99,6 +118,53 @@ func (c *criRuntime) ContainerOf(ctx context.Context, podUID, container string) 
 	}
 	c.cache[key] = cachedContainer{c: got, token: token, at: now}
 	return got, nil
+}
+
+// runningIDs returns the node's running containers, listed at most
+// runningMaxAge ago and not before since (a list older than the lookup it
+// checks could miss a container started just before that lookup). One
+// caller lists them; the others wait for its answer, or for their context.
+func (c *criRuntime) runningIDs(ctx context.Context, since time.Time) (map[string]struct{}, error) {
+	for {
+		c.runMu.Lock()
+		now := c.clock()
+		if c.running != nil && now.Sub(c.runAt) < runningMaxAge && !c.runAt.Before(since) {
+			ids := c.running
+			c.runMu.Unlock()
+			return ids, nil
+		}
+		if wait := c.refreshing; wait != nil {
+			c.runMu.Unlock()
+			select {
+			case <-wait:
+				continue // look at what it found
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		done := make(chan struct{})
+		c.refreshing = done
+		c.runMu.Unlock()
+
+		ids, err := c.listRunning(ctx)
+		c.runMu.Lock()
+		c.refreshing = nil
+		if err == nil {
+			c.running, c.runAt = ids, now
+		}
+		c.runMu.Unlock()
+		close(done)
+		return ids, err
+	}
+}
+
+// listRunning asks the runtime for its running containers.
+func (c *criRuntime) listRunning(ctx context.Context) (map[string]struct{}, error) {
+	rt, err := c.get()
+	if err != nil {
+		return nil, err
+	}
+	return rt.RunningContainerIDs(ctx)
 }
 
 // lookup reads the container from the runtime.

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -183,25 +185,87 @@ func TestCRIRuntimeCachesLookupsBetweenEvents(t *testing.T) {
 }
 
 // TestCRIRuntimeChecksRememberedContainer: without an event stream, a
-// lookup of a container found running before costs one status call and
-// no list; after a restart the next lookup finds the new instance.
+// container found running before is checked against the node's running
+// list, one ListContainers that every lookup within RunningMaxAge shares
+// (no status call at all); a restart or an exit is seen once that list is
+// older than RunningMaxAge, as the kubelet's own prober sees it after its
+// PLEG relist.
 func TestCRIRuntimeChecksRememberedContainer(t *testing.T) {
 	f := critest.NewHooked(t)
 	sb := f.AddSandbox(critest.Sandbox{Namespace: "default", Name: "web", UID: "uid-web"})
 	c := f.AddContainer(sb, critest.Container{Name: "app", State: runtimeapi.ContainerState_CONTAINER_RUNNING, StartedAt: time.Now().Add(-time.Minute)})
-	rt := probes.CRIRuntime(func() (*cri.Runtime, error) { return f.Runtime, nil }, nil)
+	f.AddContainer(sb, critest.Container{Name: "sidecar", State: runtimeapi.ContainerState_CONTAINER_RUNNING, StartedAt: time.Now().Add(-time.Minute)})
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	rt := probes.NewCRIRuntimeWithClock(func() (*cri.Runtime, error) { return f.Runtime, nil }, nil, func() time.Time { return now })
 	ctx := t.Context()
 	first, err := rt.ContainerOf(ctx, "uid-web", "app")
 	require.NoError(t, err)
+	_, err = rt.ContainerOf(ctx, "uid-web", "sidecar")
+	require.NoError(t, err)
+
 	lists, statuses := f.CallCount("ListContainers"), f.CallCount("ContainerStatus")
+	for range 3 {
+		for _, name := range []string{"app", "sidecar"} {
+			got, err := rt.ContainerOf(ctx, "uid-web", name)
+			require.NoError(t, err)
+			require.True(t, got.Running)
+		}
+	}
 	again, err := rt.ContainerOf(ctx, "uid-web", "app")
 	require.NoError(t, err)
 	require.Equal(t, first, again)
-	require.Equal(t, lists, f.CallCount("ListContainers"), "no list for a remembered container")
-	require.Equal(t, statuses+1, f.CallCount("ContainerStatus"), "one status call")
+	require.Equal(t, lists+1, f.CallCount("ListContainers"), "one running list for every lookup within RunningMaxAge")
+	require.Equal(t, statuses, f.CallCount("ContainerStatus"), "no status call for a remembered container")
 
 	next := f.Restart(c.ID, runtimeapi.ContainerState_CONTAINER_RUNNING)
+	now = now.Add(probes.RunningMaxAge)
 	got, err := rt.ContainerOf(ctx, "uid-web", "app")
 	require.NoError(t, err)
-	require.Equal(t, next, got.ID, "the restart is seen at once")
+	require.Equal(t, next, got.ID, "the restart is seen once the running list is RunningMaxAge old")
+
+	f.SetState(next, runtimeapi.ContainerState_CONTAINER_EXITED)
+	now = now.Add(probes.RunningMaxAge)
+	got, err = rt.ContainerOf(ctx, "uid-web", "app")
+	require.NoError(t, err)
+	require.Equal(t, next, got.ID)
+	require.False(t, got.Running, "the exit is seen once the running list is RunningMaxAge old")
+}
+
+// TestCRIRuntimeSharesOneRunningList: 20 lookups at once of remembered
+// containers share one ListContainers.
+func TestCRIRuntimeSharesOneRunningList(t *testing.T) {
+	f := critest.NewHooked(t)
+	sb := f.AddSandbox(critest.Sandbox{Namespace: "default", Name: "web", UID: "uid-web"})
+	var names []string
+	for i := range 20 {
+		name := fmt.Sprintf("c%d", i)
+		names = append(names, name)
+		f.AddContainer(sb, critest.Container{Name: name, State: runtimeapi.ContainerState_CONTAINER_RUNNING, StartedAt: time.Now().Add(-time.Minute)})
+	}
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	var clockMu sync.Mutex
+	clock := func() time.Time { clockMu.Lock(); defer clockMu.Unlock(); return now }
+	rt := probes.NewCRIRuntimeWithClock(func() (*cri.Runtime, error) { return f.Runtime, nil }, nil, clock)
+	ctx := t.Context()
+	for _, name := range names {
+		_, err := rt.ContainerOf(ctx, "uid-web", name)
+		require.NoError(t, err)
+	}
+	clockMu.Lock()
+	now = now.Add(probes.RunningMaxAge)
+	clockMu.Unlock()
+
+	lists := f.CallCount("ListContainers")
+	var wg sync.WaitGroup
+	for _, name := range names {
+		wg.Go(func() {
+			got, err := rt.ContainerOf(ctx, "uid-web", name)
+			assert.NoError(t, err)
+			assert.True(t, got.Running)
+		})
+	}
+	wg.Wait()
+	// The cached lookups were made at the old time: the first refresh
+	// after it serves every later one.
+	require.Equal(t, lists+1, f.CallCount("ListContainers"), "one running list for 20 lookups at once")
 }

@@ -109,8 +109,9 @@ func (p phase) net(idle idleRate) (agent, runtime time.Duration) {
 //  2. tcp: -probes tcpSocket probes of the testserver, period 1 s;
 //  3. http: -probes httpGet probes of its /healthz, period 1 s;
 //  4. lookup: the container lookup every probe does first
-//     (CRIRuntime.ContainerOf: ListContainers + ContainerStatus), alone,
-//     at the same rate as tcp and http, to show its share;
+//     (CRIRuntime.ContainerOf: a remembered container checked against the
+//     node's running list), alone, at the same rate as tcp and http, to
+//     show its share;
 //  5. exec: -exec-probes exec probes ("true" in the busybox container);
 //  6. cri-exec: bare CRI ExecSync of the same command at the same rate,
 //     without the runner;
@@ -168,7 +169,7 @@ func TestProbeCostBenchmark(t *testing.T) {
 		specs("tcp", n, serverContainer, corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: port}}, 1)))
 	phases = append(phases, e.runnerPhase(ctx, t, "http", "http probe", window,
 		specs("http", n, serverContainer, corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: port}}, 1)))
-	lookup := probes.CRIRuntime(func() (*cri.Runtime, error) { return e.rt, nil }, nil) // uncached: the lookup's own cost
+	lookup := probes.CRIRuntime(func() (*cri.Runtime, error) { return e.rt, nil }, nil) // no event stream: the lookup's cost as probes pay it here
 	phases = append(phases, e.pacedPhase(ctx, t, "lookup", "ContainerOf", n, window, func(ctx context.Context) (bool, time.Duration) {
 		c, err := lookup.ContainerOf(ctx, podUID, serverContainer)
 		return err == nil && c.Running, 0
@@ -222,7 +223,7 @@ func (e *podEnv) runnerPhase(ctx context.Context, t *testing.T, name, what strin
 		time.Sleep(10 * time.Millisecond)
 	}
 	if !events.Connected() {
-		t.Log("the runtime has no container event stream (containerd before 1.7): a remembered container is checked with one ContainerStatus per probe")
+		t.Log("the runtime has no container event stream (containerd before 1.7): a remembered container is checked against the node's running list (one ListContainers a second, shared by every probe)")
 	}
 	r := probes.New(probes.CRIRuntime(get, events), probes.WithRegisterer(reg))
 	r.Set(specs)
