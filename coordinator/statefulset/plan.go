@@ -408,7 +408,8 @@ func newPlan(in input) (*plan, error) {
 		}
 		maxUnavailable = max(n, 1)
 	}
-	deleted := p.specifiedDeletes(replicas, maxUnavailable, minReady, in.now)
+	claimsGrowingAt := func(i int) bool { return in.resizeClaims && claimsGrowing(in, ords[i]) }
+	deleted := p.specifiedDeletes(replicas, maxUnavailable, minReady, in.now, claimsGrowingAt)
 	switch {
 	case !rolling:
 		return p, nil
@@ -428,22 +429,22 @@ func newPlan(in input) (*plan, error) {
 		} else if pod == nil {
 			unavailable++ // still to be created
 		} else {
-			growing := false
+			resizing := false
 			if in.resizeClaims && !terminating(pod) {
 				pending, stop := p.expandClaims(in, pod, ords[i])
 				if stop {
 					return p, nil
 				}
-				growing = pending
+				resizing = pending
 			}
-			if revisionOf(pod) != in.update && !terminating(pod) && !growing {
+			if revisionOf(pod) != in.update && !terminating(pod) && !resizing {
 				if stop := p.updateOne(in, pod); stop {
 					return p, nil
 				}
 			}
 			switch ok, wait := available(pod, minReady, in.now); {
 			case revisionOf(pod) != in.update || !healthy(pod) || inplace.InProgress(pod) ||
-				growing || (in.resizeClaims && claimsGrowing(in, ords[i])):
+				resizing || claimsGrowingAt(i):
 				unavailable++
 			case !ok:
 				p.waitFor(wait)
@@ -462,13 +463,14 @@ func newPlan(in input) (*plan, error) {
 // apps.kruise.io/specified-delete (to be recreated at the same ordinal),
 // highest ordinal first, as long as no more than maxUnavailable replicas
 // are unavailable; a labelled pod that is unavailable already goes at
-// once. It returns the pods planned.
-func (p *plan) specifiedDeletes(replicas []*corev1.Pod, maxUnavailable int, minReady time.Duration, now time.Time) map[types.UID]bool {
+// once. A replica whose PVC is still being resized (growing) counts as
+// unavailable. It returns the pods planned.
+func (p *plan) specifiedDeletes(replicas []*corev1.Pod, maxUnavailable int, minReady time.Duration, now time.Time, growing func(i int) bool) map[types.UID]bool {
 	unavailable := 0
-	for _, pod := range replicas {
+	for i, pod := range replicas {
 		if pod == nil {
 			unavailable++
-		} else if ok, _ := available(pod, minReady, now); !ok {
+		} else if ok, _ := available(pod, minReady, now); !ok || growing(i) {
 			unavailable++
 		}
 	}

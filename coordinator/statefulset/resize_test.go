@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/shoal-io/shoal/protocol/apis/apps/v1beta1"
+	"github.com/shoal-io/shoal/protocol/apis/wellknown"
 )
 
 // claimOf is a bound PVC with a request and a capacity.
@@ -99,6 +100,14 @@ func TestPlanResizesClaims(t *testing.T) {
 		{
 			name:   "a PVC still growing holds the next (maxUnavailable 1)",
 			claims: map[int]*corev1.PersistentVolumeClaim{0: small(), 1: small(), 2: growing()},
+			status: []v1beta1.VolumeClaimStatus{{VolumeClaimName: "data", CompatibleReplicas: 1}},
+		},
+		{
+			name:   "a specified delete waits while another pod's PVC grows (maxUnavailable 1)",
+			claims: map[int]*corev1.PersistentVolumeClaim{0: small(), 1: small(), 2: growing()},
+			edit: func(in *input) {
+				in.pods[0].Labels[wellknown.LabelSpecifiedDelete] = "true"
+			},
 			status: []v1beta1.VolumeClaimStatus{{VolumeClaimName: "data", CompatibleReplicas: 1}},
 		},
 		{
