@@ -88,7 +88,7 @@ func newCRR(name, pod string, containers ...string) *v1alpha1.ContainerRecreateR
 
 func createCRR(ctx context.Context, t *testing.T, f *framework.Framework, crr *v1alpha1.ContainerRecreateRequest) *v1alpha1.ContainerRecreateRequest {
 	t.Helper()
-	created, err := crrs(t, f).create(ctx, crr)
+	created, err := crrs(t, f).Create(ctx, crr, metav1.CreateOptions{})
 	require.NoError(t, err)
 	return created
 }
@@ -98,7 +98,7 @@ func waitCRR(ctx context.Context, t *testing.T, f *framework.Framework, name str
 	t.Helper()
 	var last *v1alpha1.ContainerRecreateRequest
 	err := framework.WaitFor(ctx, timeout, func(ctx context.Context) (bool, error) {
-		c, err := crrs(t, f).get(ctx, name)
+		c, err := crrs(t, f).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}

@@ -44,6 +44,7 @@ var serialTests = []string{
 	"TestPodProbeMarkerWithoutCoordinator",
 	"TestPodUnavailableBudgetDrain",
 	"TestStatefulSetRecreatesMissingPVC",
+	"TestResourceDistributionAllNamespaces",
 }
 
 // serial marks t as a test of the serial group. It fails t if t is not in

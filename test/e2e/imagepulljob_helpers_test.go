@@ -147,14 +147,14 @@ func pullJob(name, image string, mutate func(*v1alpha1.ImagePullJob)) *v1alpha1.
 
 func createPullJob(ctx context.Context, t *testing.T, f *framework.Framework, j *v1alpha1.ImagePullJob) *v1alpha1.ImagePullJob {
 	t.Helper()
-	created, err := pullJobs(t, f).create(ctx, j)
+	created, err := pullJobs(t, f).Create(ctx, j, metav1.CreateOptions{})
 	require.NoError(t, err)
 	return created
 }
 
 func getPullJob(ctx context.Context, t *testing.T, f *framework.Framework, name string) *v1alpha1.ImagePullJob {
 	t.Helper()
-	j, err := pullJobs(t, f).get(ctx, name)
+	j, err := pullJobs(t, f).Get(ctx, name, metav1.GetOptions{})
 	require.NoError(t, err)
 	return j
 }
@@ -223,7 +223,7 @@ func waitPullJob(ctx context.Context, t *testing.T, f *framework.Framework, name
 	var last *v1alpha1.ImagePullJob
 	start := time.Now()
 	err := framework.WaitFor(ctx, timeout, func(ctx context.Context) (bool, error) {
-		j, err := pullJobs(t, f).get(ctx, name)
+		j, err := pullJobs(t, f).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}

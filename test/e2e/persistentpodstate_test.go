@@ -561,3 +561,155 @@ func TestPersistentPodStateSeed(t *testing.T) {
 		requireInjected(t, pod, pps, pps.Status.PodStates["echoserver-0"])
 	})
 }
+
+// TestPersistentPodStateV1beta1 ports OpenKruise's v1beta1
+// PersistentPodState suite, read and written through
+// apps.kruise.io/v1beta1 (whose NodeTopologyTerm says keys where v1alpha1
+// says nodeTopologyKeys).
+func TestPersistentPodStateV1beta1(t *testing.T) {
+	t.Parallel()
+	osKey := corev1.LabelOSStable
+
+	// OpenKruise: "statefulset node topology with v1beta1 storage". A 5-pod
+	// apps/v1 StatefulSet with the auto-generate annotations (required
+	// kubernetes.io/os, preferred kubernetes.io/hostname): the generated
+	// PersistentPodState, read at v1beta1, has those keys and records the
+	// 5 pods with both labels; an image update keeps 5 records and the
+	// recreated pods carry kruise.io/injected-persistent-pod-state; a
+	// scale to 1 keeps 1; a second PersistentPodState for the set is
+	// refused; the set's deletion takes the generated one with it.
+	// OpenKruise also asks for the injected annotation on the pods of the
+	// first rollout, which its webhook (like Shoal's) only puts on pods
+	// created again with a record; it is checked on those here.
+	t.Run("statefulset node topology with v1beta1 storage", func(t *testing.T) {
+		t.Parallel()
+		f := newFramework(t)
+		ctx := t.Context()
+		requireSchedulableNodes(ctx, t, f, 2)
+		const name = "statefulset"
+		set := &appsv1.StatefulSet{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{
+				wellknown.AnnotationAutoGeneratePersistentPodState: "true",
+				wellknown.AnnotationRequiredPersistentTopology:     osKey,
+				wellknown.AnnotationPreferredPersistentTopology:    ppsHostname,
+			}},
+			Spec: appsv1.StatefulSetSpec{
+				Replicas: ptr.To[int32](5), ServiceName: name,
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+				Template: ppsTemplate(f, name),
+			},
+		}
+		_, err := f.Kube.AppsV1().StatefulSets(f.Namespace).Create(ctx, set, metav1.CreateOptions{})
+		require.NoError(t, err)
+		all := []string{name + "-0", name + "-1", name + "-2", name + "-3", name + "-4"}
+		pods := ppsWaitPods(ctx, t, f, name, "5 pods ready", all, nil)
+
+		betaPPS := f.Shoal.AppsV1beta1().PersistentPodStates(f.Namespace)
+		recorded := func(what string, n int) *v1beta1.PersistentPodState {
+			t.Helper()
+			return waitObject(ctx, t, betaPPS, ppsTimeout, name, what, func(p *v1beta1.PersistentPodState) bool {
+				if len(p.Status.PodStates) != n {
+					return false
+				}
+				for _, st := range p.Status.PodStates {
+					if len(st.NodeTopologyLabels) != 2 {
+						return false
+					}
+				}
+				return true
+			}, func(p *v1beta1.PersistentPodState) any { return p.Status })
+		}
+		pps := recorded("the 5 pods recorded with 2 node labels each", len(pods))
+		require.NotNil(t, pps.Spec.RequiredPersistentTopology)
+		require.Contains(t, pps.Spec.RequiredPersistentTopology.Keys, osKey)
+		require.Len(t, pps.Spec.PreferredPersistentTopology, 1)
+		require.Contains(t, pps.Spec.PreferredPersistentTopology[0].Preference.Keys, ppsHostname)
+		for _, p := range pods {
+			require.Contains(t, pps.Status.PodStates, p.Name)
+		}
+
+		before := map[string]types.UID{}
+		for _, p := range pods {
+			before[p.Name] = p.UID
+		}
+		updateObject(ctx, t, f.Kube.AppsV1().StatefulSets(f.Namespace), name, func(s *appsv1.StatefulSet) {
+			s.Spec.Template.Spec.Containers[0].Image = f.Image("testserver:v2")
+		})
+		pods = ppsWaitPods(ctx, t, f, name, "every pod recreated at the new image", all, func(pods []corev1.Pod) bool {
+			for _, p := range pods {
+				if p.UID == before[p.Name] {
+					return false
+				}
+			}
+			return true
+		})
+		pps = recorded("still 5 records", 5)
+		for _, p := range pods {
+			require.Equal(t, pps.Name, p.Annotations[wellknown.AnnotationInjectedPersistentPodState], "pod %s", p.Name)
+		}
+
+		updateObject(ctx, t, f.Kube.AppsV1().StatefulSets(f.Namespace), name, func(s *appsv1.StatefulSet) { s.Spec.Replicas = ptr.To[int32](1) })
+		ppsWaitPods(ctx, t, f, name, "scaled to 1", []string{name + "-0"}, nil)
+		recorded("1 record after the scale to 1", 1)
+
+		_, err = betaPPS.Create(ctx, &v1beta1.PersistentPodState{
+			ObjectMeta: metav1.ObjectMeta{Name: "pps-test"},
+			Spec: v1beta1.PersistentPodStateSpec{
+				TargetReference:             v1beta1.TargetReference{APIVersion: "apps/v1", Kind: "StatefulSet", Name: name},
+				RequiredPersistentTopology:  &v1beta1.NodeTopologyTerm{Keys: []string{ppsHostname}},
+				PreferredPersistentTopology: []v1beta1.PreferredTopologyTerm{{Weight: 100, Preference: v1beta1.NodeTopologyTerm{Keys: []string{osKey}}}},
+			},
+		}, metav1.CreateOptions{})
+		require.Error(t, err, "a second PersistentPodState for the same StatefulSet is refused")
+
+		require.NoError(t, f.Kube.AppsV1().StatefulSets(f.Namespace).Delete(ctx, name, metav1.DeleteOptions{}))
+		err = framework.WaitFor(ctx, ppsTimeout, func(ctx context.Context) (bool, error) {
+			_, err := betaPPS.Get(ctx, name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+		require.NoError(t, err, "the generated PersistentPodState goes with its StatefulSet")
+	})
+
+	// OpenKruise: "cross-version: v1alpha1 nodeTopologyKeys converts to
+	// v1beta1 keys": made at v1alpha1 with nodeTopologyKeys, read at
+	// v1beta1 as keys; keys written at v1beta1 read back at v1alpha1 in
+	// the same order.
+	t.Run("cross-version: v1alpha1 nodeTopologyKeys converts to v1beta1 keys", func(t *testing.T) {
+		t.Parallel()
+		f := newFramework(t)
+		ctx := t.Context()
+		const set = "pps-cross-version-sts"
+		_, err := f.Kube.AppsV1().StatefulSets(f.Namespace).Create(ctx, &appsv1.StatefulSet{
+			ObjectMeta: metav1.ObjectMeta{Name: set},
+			Spec: appsv1.StatefulSetSpec{
+				Replicas: ptr.To[int32](1), ServiceName: set,
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": set}},
+				Template: ppsTemplate(f, set),
+			},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		ppsWaitPods(ctx, t, f, set, "1 pod ready", []string{set + "-0"}, nil)
+
+		pps := newPPS("pps-cross-version", "apps/v1", set)
+		pps.Spec.RequiredPersistentTopology = &v1alpha1.NodeTopologyTerm{NodeTopologyKeys: []string{ppsHostname}}
+		pps.Spec.PreferredPersistentTopology = []v1alpha1.PreferredTopologyTerm{{Weight: 100, Preference: v1alpha1.NodeTopologyTerm{NodeTopologyKeys: []string{osKey}}}}
+		_, err = f.Shoal.AppsV1alpha1().PersistentPodStates(f.Namespace).Create(ctx, pps, metav1.CreateOptions{})
+		require.NoError(t, err)
+
+		betaPPS := f.Shoal.AppsV1beta1().PersistentPodStates(f.Namespace)
+		beta, err := betaPPS.Get(ctx, pps.Name, metav1.GetOptions{})
+		require.NoError(t, err)
+		require.NotNil(t, beta.Spec.RequiredPersistentTopology)
+		require.Equal(t, []string{ppsHostname}, beta.Spec.RequiredPersistentTopology.Keys)
+		require.Len(t, beta.Spec.PreferredPersistentTopology, 1)
+		require.Equal(t, []string{osKey}, beta.Spec.PreferredPersistentTopology[0].Preference.Keys)
+
+		updateObject(ctx, t, betaPPS, pps.Name, func(p *v1beta1.PersistentPodState) {
+			p.Spec.RequiredPersistentTopology.Keys = []string{osKey, ppsHostname}
+		})
+		alpha, err := f.Shoal.AppsV1alpha1().PersistentPodStates(f.Namespace).Get(ctx, pps.Name, metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Equal(t, []string{osKey, ppsHostname}, alpha.Spec.RequiredPersistentTopology.NodeTopologyKeys, "the v1beta1 keys, in order")
+		require.NoError(t, betaPPS.Delete(ctx, pps.Name, metav1.DeleteOptions{}))
+	})
+}

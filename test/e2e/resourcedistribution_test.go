@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/shoal-io/shoal/protocol/apis/apps/v1alpha1"
+	"github.com/shoal-io/shoal/protocol/apis/apps/v1beta1"
 	"github.com/shoal-io/shoal/protocol/apis/wellknown"
 	"github.com/shoal-io/shoal/test/e2e/framework"
 )
@@ -68,10 +69,16 @@ func (x *rdFixture) distribution(name string, targets v1alpha1.ResourceDistribut
 			Targets:  targets,
 		},
 	}
-	rd, err := x.f.Shoal.AppsV1alpha1().ResourceDistributions().Create(x.ctx, rd, metav1.CreateOptions{})
+	return x.create(rd)
+}
+
+// create creates rd at the test's API version and deletes it at the end.
+func (x *rdFixture) create(rd *v1alpha1.ResourceDistribution) *v1alpha1.ResourceDistribution {
+	x.t.Helper()
+	rd, err := rds(x.t, x.f).Create(x.ctx, rd, metav1.CreateOptions{})
 	require.NoError(x.t, err)
 	x.t.Cleanup(func() {
-		_ = x.f.Shoal.AppsV1alpha1().ResourceDistributions().Delete(context.WithoutCancel(x.ctx), rd.Name, metav1.DeleteOptions{})
+		_ = rds(x.t, x.f).Delete(context.WithoutCancel(x.ctx), rd.Name, metav1.DeleteOptions{})
 	})
 	return rd
 }
@@ -119,7 +126,7 @@ func (x *rdFixture) waitCopiesOf(rd string, watched, want []string, get func(ns 
 
 func (x *rdFixture) waitStatus(name, what string, done func(*v1alpha1.ResourceDistribution) bool) *v1alpha1.ResourceDistribution {
 	x.t.Helper()
-	return waitObject(x.ctx, x.t, x.f.Shoal.AppsV1alpha1().ResourceDistributions(), rdTimeout, name, what,
+	return waitObject(x.ctx, x.t, rds(x.t, x.f), rdTimeout, name, what,
 		func(rd *v1alpha1.ResourceDistribution) bool {
 			return rd.Status.ObservedGeneration == rd.Generation && done(rd)
 		},
@@ -219,7 +226,7 @@ func TestResourceDistribution(t *testing.T) {
 		require.Equal(t, got.Status.Desired, got.Status.Succeeded)
 
 		// The targets change.
-		updateObject(x.ctx, t, x.f.Shoal.AppsV1alpha1().ResourceDistributions(), rd.Name, func(cur *v1alpha1.ResourceDistribution) {
+		updateObject(x.ctx, t, rds(t, x.f), rd.Name, func(cur *v1alpha1.ResourceDistribution) {
 			cur.Spec.Targets.IncludedNamespaces = nsList(ns2)
 			cur.Spec.Targets.NamespaceLabelSelector.MatchLabels = map[string]string{group: "two"}
 		})
@@ -227,7 +234,7 @@ func TestResourceDistribution(t *testing.T) {
 		x.waitStatus(rd.Name, "2 copies", func(rd *v1alpha1.ResourceDistribution) bool { return rd.Status.Succeeded == 2 })
 
 		// The distribution goes, and its copies with it.
-		require.NoError(t, x.f.Shoal.AppsV1alpha1().ResourceDistributions().Delete(x.ctx, rd.Name, metav1.DeleteOptions{}))
+		require.NoError(t, rds(t, x.f).Delete(x.ctx, rd.Name, metav1.DeleteOptions{}))
 		x.waitCopies(rd.Name, all[1:], nil)
 	})
 
@@ -246,11 +253,7 @@ func TestResourceDistribution(t *testing.T) {
 		var rd v1alpha1.ResourceDistribution
 		readSeedExample(t, x.f, "000-16.yaml", &rd)
 		rd.Name = x.prefix + "-" + rd.Name
-		_, err := x.f.Shoal.AppsV1alpha1().ResourceDistributions().Create(x.ctx, &rd, metav1.CreateOptions{})
-		require.NoError(t, err)
-		t.Cleanup(func() {
-			_ = x.f.Shoal.AppsV1alpha1().ResourceDistributions().Delete(context.WithoutCancel(x.ctx), rd.Name, metav1.DeleteOptions{})
-		})
+		x.create(&rd)
 		lives := func(want string) func(ns string) metav1.Object {
 			return func(ns string) metav1.Object {
 				cm, err := x.f.Kube.CoreV1().ConfigMaps(ns).Get(x.ctx, "game-demo", metav1.GetOptions{})
@@ -275,14 +278,14 @@ func TestResourceDistribution(t *testing.T) {
 		x.waitCopiesOf(rd.Name, all, []string{in2, out}, lives("3"))
 
 		// The source changes: every copy follows.
-		updateObject(x.ctx, t, x.f.Shoal.AppsV1alpha1().ResourceDistributions(), rd.Name, func(cur *v1alpha1.ResourceDistribution) {
+		updateObject(x.ctx, t, rds(t, x.f), rd.Name, func(cur *v1alpha1.ResourceDistribution) {
 			require.Contains(t, string(cur.Spec.Resource.Raw), `"player_initial_lives":"3"`)
 			cur.Spec.Resource.Raw = []byte(strings.Replace(string(cur.Spec.Resource.Raw), `"player_initial_lives":"3"`, `"player_initial_lives":"5"`, 1))
 		})
 		x.waitCopiesOf(rd.Name, all, []string{in2, out}, lives("5"))
 
 		// The distribution goes, and its copies with it.
-		require.NoError(t, x.f.Shoal.AppsV1alpha1().ResourceDistributions().Delete(x.ctx, rd.Name, metav1.DeleteOptions{}))
+		require.NoError(t, rds(t, x.f).Delete(x.ctx, rd.Name, metav1.DeleteOptions{}))
 		x.waitCopiesOf(rd.Name, all, nil, func(ns string) metav1.Object {
 			cm, err := x.f.Kube.CoreV1().ConfigMaps(ns).Get(x.ctx, "game-demo", metav1.GetOptions{})
 			if err != nil {
@@ -310,4 +313,164 @@ func TestResourceDistribution(t *testing.T) {
 		require.EqualValues(t, 1, got.Status.Failed)
 		require.Equal(t, "someone else", string(x.secret(theirs).Data["owner"]), "left alone")
 	})
+}
+
+// rdConfigMap is a ConfigMap manifest for spec.resource.
+func rdConfigMap(name string, data map[string]string) runtime.RawExtension {
+	raw, _ := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]string{"name": name}, "data": data})
+	return runtime.RawExtension{Raw: raw}
+}
+
+// configMapIn returns the ConfigMap name in ns, nil when there is none.
+func (x *rdFixture) configMapIn(ns, name string) *corev1.ConfigMap {
+	x.t.Helper()
+	cm, err := x.f.Kube.CoreV1().ConfigMaps(ns).Get(x.ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	require.NoError(x.t, err)
+	return cm
+}
+
+// waitConfigMaps waits until each namespace of want holds ConfigMap name.
+func (x *rdFixture) waitConfigMaps(name string, want ...string) {
+	x.t.Helper()
+	err := framework.WaitFor(x.ctx, 2*time.Minute, func(context.Context) (bool, error) {
+		for _, ns := range want {
+			if x.configMapIn(ns, name) == nil {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	require.NoError(x.t, err, "ConfigMap %s in %v", name, want)
+}
+
+// requireNoConfigMap checks for 10 s that ns holds no ConfigMap name
+// (OpenKruise's Consistently).
+func (x *rdFixture) requireNoConfigMap(ns, name, why string) {
+	x.t.Helper()
+	requireHolds(x.ctx, x.t, 10*time.Second, why, func(context.Context) (bool, string, error) {
+		return x.configMapIn(ns, name) == nil, "ConfigMap " + name + " in " + ns, nil
+	})
+}
+
+// TestResourceDistributionV1beta1 ports the cases OpenKruise's v1beta1
+// ResourceDistribution suite adds to the three it shares with v1alpha1
+// (those run at v1beta1 under TestV1beta1/TestResourceDistribution):
+// cross-version, namespaceSelector and the beta API smoke test, each
+// through the v1beta1 client. "allNamespaces excludes system namespaces
+// by default" is TestResourceDistributionAllNamespaces (serial: it copies
+// into every namespace of the cluster).
+func TestResourceDistributionV1beta1(t *testing.T) {
+	t.Parallel()
+
+	t.Run("cross-version compatibility: v1alpha1 create, v1beta1 read", func(t *testing.T) {
+		t.Parallel()
+		x := newRDFixture(t)
+		ns := x.namespace("1", nil)
+		rd := x.create(&v1alpha1.ResourceDistribution{
+			ObjectMeta: metav1.ObjectMeta{Name: x.prefix},
+			Spec: v1alpha1.ResourceDistributionSpec{
+				Resource: rdConfigMap("rd-cross-version-cm", map[string]string{"k": "v"}),
+				Targets:  v1alpha1.ResourceDistributionTargets{IncludedNamespaces: nsList(ns)},
+			},
+		})
+		got := waitObject(x.ctx, t, x.f.Shoal.AppsV1beta1().ResourceDistributions(), rdTimeout, rd.Name, "readable at v1beta1",
+			func(b *v1beta1.ResourceDistribution) bool { return len(b.Spec.Targets.IncludedNamespaces.List) > 0 },
+			func(b *v1beta1.ResourceDistribution) any { return b.Spec.Targets })
+		require.Empty(t, got.Spec.Targets.NamespaceSelector.MatchLabels)
+		require.Empty(t, got.Spec.Targets.NamespaceSelector.MatchExpressions)
+		require.Equal(t, ns, got.Spec.Targets.IncludedNamespaces.List[0].Name)
+		x.waitConfigMaps("rd-cross-version-cm", ns)
+		require.NoError(t, x.f.Shoal.AppsV1beta1().ResourceDistributions().Delete(x.ctx, rd.Name, metav1.DeleteOptions{}))
+	})
+
+	t.Run("distributes resources by namespaceSelector label", func(t *testing.T) {
+		t.Parallel()
+		x := newRDFixture(t)
+		// OpenKruise's label is env; the prefix keeps other tests'
+		// namespaces out of the selector.
+		key := x.prefix + "-env"
+		match1, match2 := x.namespace("match-1", map[string]string{key: "staging"}), x.namespace("match-2", map[string]string{key: "staging"})
+		noMatch := x.namespace("no-match", map[string]string{key: "prod"})
+		rd := &v1beta1.ResourceDistribution{
+			ObjectMeta: metav1.ObjectMeta{Name: x.prefix},
+			Spec: v1beta1.ResourceDistributionSpec{
+				Resource: rdConfigMap("rd-selector-cm", map[string]string{"env": "staging"}),
+				Targets:  v1beta1.ResourceDistributionTargets{NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{key: "staging"}}},
+			},
+		}
+		_, err := x.f.Shoal.AppsV1beta1().ResourceDistributions().Create(x.ctx, rd, metav1.CreateOptions{})
+		require.NoError(t, err)
+		t.Cleanup(func() {
+			_ = x.f.Shoal.AppsV1beta1().ResourceDistributions().Delete(context.WithoutCancel(x.ctx), rd.Name, metav1.DeleteOptions{})
+		})
+		x.waitConfigMaps("rd-selector-cm", match1, match2)
+		x.requireNoConfigMap(noMatch, "rd-selector-cm", "a namespace the selector does not match gets no copy")
+	})
+
+	t.Run("should distribute resources with the beta api", func(t *testing.T) {
+		t.Parallel()
+		x := newRDFixture(t)
+		ns1, ns2, ns3 := x.namespace("1", nil), x.namespace("2", nil), x.namespace("3", nil)
+		rd := &v1beta1.ResourceDistribution{
+			ObjectMeta: metav1.ObjectMeta{Name: x.prefix},
+			Spec: v1beta1.ResourceDistributionSpec{
+				Resource: runtime.RawExtension{Raw: []byte(`{"apiVersion":"v1","kind":"Secret","metadata":{"name":"resourcedistribution-e2e-beta-secret"},"type":"Opaque","data":{"test":"dGVzdA=="}}`)},
+				Targets: v1beta1.ResourceDistributionTargets{
+					IncludedNamespaces: v1beta1.ResourceDistributionTargetNamespaces{List: []v1beta1.ResourceDistributionNamespace{{Name: ns1}, {Name: ns2}}},
+					ExcludedNamespaces: v1beta1.ResourceDistributionTargetNamespaces{List: []v1beta1.ResourceDistributionNamespace{{Name: ns3}}},
+				},
+			},
+		}
+		_, err := x.f.Shoal.AppsV1beta1().ResourceDistributions().Create(x.ctx, rd, metav1.CreateOptions{})
+		require.NoError(t, err)
+		t.Cleanup(func() {
+			_ = x.f.Shoal.AppsV1beta1().ResourceDistributions().Delete(context.WithoutCancel(x.ctx), rd.Name, metav1.DeleteOptions{})
+		})
+		waitObject(x.ctx, t, x.f.Shoal.AppsV1beta1().ResourceDistributions(), 2*time.Minute, rd.Name, "2 desired, 2 succeeded",
+			func(b *v1beta1.ResourceDistribution) bool { return b.Status.Succeeded == 2 && b.Status.Desired == 2 },
+			func(b *v1beta1.ResourceDistribution) any { return b.Status })
+		err = framework.WaitFor(x.ctx, 2*time.Minute, func(ctx context.Context) (bool, error) {
+			for _, ns := range []string{ns1, ns2} {
+				s, err := x.f.Kube.CoreV1().Secrets(ns).Get(ctx, "resourcedistribution-e2e-beta-secret", metav1.GetOptions{})
+				if err != nil || s.Annotations[wellknown.AnnotationResourceDistributionFrom] != rd.Name {
+					return false, nil
+				}
+			}
+			return true, nil
+		})
+		require.NoError(t, err, "the copies in %s and %s, from %s", ns1, ns2, rd.Name)
+		_, err = x.f.Kube.CoreV1().Secrets(ns3).Get(x.ctx, "resourcedistribution-e2e-beta-secret", metav1.GetOptions{})
+		require.True(t, apierrors.IsNotFound(err), "no copy in the excluded namespace: %v", err)
+	})
+}
+
+// TestResourceDistributionAllNamespaces ports OpenKruise's v1beta1
+// "allNamespaces excludes system namespaces by default": a ConfigMap
+// distributed to allNamespaces reaches the test's namespaces and never
+// kube-system or kube-public.
+//
+// Serial: it copies into every namespace of the cluster.
+func TestResourceDistributionAllNamespaces(t *testing.T) {
+	serial(t)
+	x := newRDFixture(t)
+	ns1, ns2 := x.namespace("1", nil), x.namespace("2", nil)
+	name := x.prefix + "-cm"
+	rd := &v1beta1.ResourceDistribution{
+		ObjectMeta: metav1.ObjectMeta{Name: x.prefix},
+		Spec: v1beta1.ResourceDistributionSpec{
+			Resource: rdConfigMap(name, map[string]string{"key": "value"}),
+			Targets:  v1beta1.ResourceDistributionTargets{AllNamespaces: true},
+		},
+	}
+	_, err := x.f.Shoal.AppsV1beta1().ResourceDistributions().Create(x.ctx, rd, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = x.f.Shoal.AppsV1beta1().ResourceDistributions().Delete(context.WithoutCancel(x.ctx), rd.Name, metav1.DeleteOptions{})
+	})
+	x.waitConfigMaps(name, ns1, ns2)
+	x.requireNoConfigMap("kube-system", name, "kube-system must be excluded from allNamespaces")
+	x.requireNoConfigMap("kube-public", name, "kube-public must be excluded from allNamespaces")
 }

@@ -1264,32 +1264,64 @@ func TestStatefulSetPVCRetention(t *testing.T) {
 		return sts
 	}
 
-	// OpenKruise: "should delete PVCs with a WhenDeleted policy"
-	t.Run("should delete PVCs with a WhenDeleted policy", func(t *testing.T) {
-		t.Parallel()
-		const name = "whendeleted"
+	// orphan drops the pod's owner references and waits until the set has
+	// adopted it again (the cases' "after adopting pod").
+	orphan := func(t *testing.T, set *v1beta1.StatefulSet, pod string) {
+		t.Helper()
+		_, err := f.Kube.CoreV1().Pods(f.Namespace).Patch(ctx, pod, types.MergePatchType,
+			[]byte(`{"metadata":{"ownerReferences":null}}`), metav1.PatchOptions{})
+		require.NoError(t, err, "orphan pod %s", pod)
+		waitSetPod(ctx, t, f, pod, "adopted again", func(p *corev1.Pod) bool {
+			ref := metav1.GetControllerOf(p)
+			return ref != nil && ref.UID == set.UID
+		})
+	}
+
+	// deletedWithSet is a whenDeleted Delete case: the 3 PVCs are owned by
+	// the set alone; with orphaned set, that pod is orphaned and adopted
+	// again first; deleting the set deletes them.
+	deletedWithSet := func(t *testing.T, name string, orphaned int) {
 		created := createStatefulSet(ctx, t, f, retaining(name, v1beta1.StatefulSetPersistentVolumeClaimRetentionPolicy{
 			WhenDeleted: v1beta1.DeletePersistentVolumeClaimRetentionPolicyType,
 		}))
 		waitClaimOrdinals(ctx, t, f, name, "datadir", []int{0, 1, 2}, ownedBySetOnly(created))
+		if orphaned >= 0 {
+			waitSetPods(ctx, t, f, name, "3 running and ready", runningReady(3, 3))
+			orphan(t, created, fmt.Sprintf("%s-%d", name, orphaned))
+		}
 		err := f.Shoal.AppsV1beta1().StatefulSets(f.Namespace).Delete(ctx, name,
 			metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
 		require.NoError(t, err)
 		waitClaimOrdinals(ctx, t, f, name, "datadir", nil, nil)
+	}
+
+	// scaledAway is a whenScaled Delete case: 3 PVCs; with orphaned set,
+	// that pod is orphaned and adopted again first; scaled to 1, only
+	// ordinal 0's PVC is left.
+	scaledAway := func(t *testing.T, name string, orphaned int) {
+		created := createStatefulSet(ctx, t, f, retaining(name, v1beta1.StatefulSetPersistentVolumeClaimRetentionPolicy{
+			WhenScaled: v1beta1.DeletePersistentVolumeClaimRetentionPolicyType,
+		}))
+		waitClaimOrdinals(ctx, t, f, name, "datadir", []int{0, 1, 2}, nil)
+		waitSetPods(ctx, t, f, name, "3 running and ready", runningReady(3, 3))
+		if orphaned >= 0 {
+			orphan(t, created, fmt.Sprintf("%s-%d", name, orphaned))
+		}
+		scaleTo(ctx, t, f, name, 1)
+		waitSetPods(ctx, t, f, name, "pod 0 left", podNames(name+"-0"))
+		waitClaimOrdinals(ctx, t, f, name, "datadir", []int{0}, nil)
+	}
+
+	// OpenKruise: "should delete PVCs with a WhenDeleted policy"
+	t.Run("should delete PVCs with a WhenDeleted policy", func(t *testing.T) {
+		t.Parallel()
+		deletedWithSet(t, "whendeleted", -1)
 	})
 
 	// OpenKruise: "should delete PVCs with a OnScaledown policy"
 	t.Run("should delete PVCs with a OnScaledown policy", func(t *testing.T) {
 		t.Parallel()
-		const name = "onscaledown"
-		createStatefulSet(ctx, t, f, retaining(name, v1beta1.StatefulSetPersistentVolumeClaimRetentionPolicy{
-			WhenScaled: v1beta1.DeletePersistentVolumeClaimRetentionPolicyType,
-		}))
-		waitClaimOrdinals(ctx, t, f, name, "datadir", []int{0, 1, 2}, nil)
-		waitSetPods(ctx, t, f, name, "3 running and ready", runningReady(3, 3))
-		scaleTo(ctx, t, f, name, 1)
-		waitSetPods(ctx, t, f, name, "pod 0 left", podNames(name+"-0"))
-		waitClaimOrdinals(ctx, t, f, name, "datadir", []int{0}, nil)
+		scaledAway(t, "onscaledown", -1)
 	})
 
 	// OpenKruise: "should delete PVCs with a OnScaledown policy and range reserveOrdinals=[0,2-5]"
@@ -1310,48 +1342,16 @@ func TestStatefulSetPVCRetention(t *testing.T) {
 		waitClaimOrdinals(ctx, t, f, name, "datadir", []int{1}, nil)
 	})
 
-	// orphan drops the pod's owner references and waits until the set has
-	// adopted it again (the cases' "after adopting pod").
-	orphan := func(t *testing.T, set *v1beta1.StatefulSet, pod string) {
-		t.Helper()
-		_, err := f.Kube.CoreV1().Pods(f.Namespace).Patch(ctx, pod, types.MergePatchType,
-			[]byte(`{"metadata":{"ownerReferences":null}}`), metav1.PatchOptions{})
-		require.NoError(t, err, "orphan pod %s", pod)
-		waitSetPod(ctx, t, f, pod, "adopted again", func(p *corev1.Pod) bool {
-			ref := metav1.GetControllerOf(p)
-			return ref != nil && ref.UID == set.UID
-		})
-	}
-
 	// OpenKruise: "should delete PVCs after adopting pod (WhenDeleted)"
 	t.Run("should delete PVCs after adopting pod (WhenDeleted)", func(t *testing.T) {
 		t.Parallel()
-		const name = "adoptdeleted"
-		created := createStatefulSet(ctx, t, f, retaining(name, v1beta1.StatefulSetPersistentVolumeClaimRetentionPolicy{
-			WhenDeleted: v1beta1.DeletePersistentVolumeClaimRetentionPolicyType,
-		}))
-		waitClaimOrdinals(ctx, t, f, name, "datadir", []int{0, 1, 2}, ownedBySetOnly(created))
-		waitSetPods(ctx, t, f, name, "3 running and ready", runningReady(3, 3))
-		orphan(t, created, name+"-2")
-		err := f.Shoal.AppsV1beta1().StatefulSets(f.Namespace).Delete(ctx, name,
-			metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
-		require.NoError(t, err)
-		waitClaimOrdinals(ctx, t, f, name, "datadir", nil, nil)
+		deletedWithSet(t, "adoptdeleted", 2)
 	})
 
 	// OpenKruise: "should delete PVCs after adopting pod (WhenScaled)"
 	t.Run("should delete PVCs after adopting pod (WhenScaled)", func(t *testing.T) {
 		t.Parallel()
-		const name = "adoptscaled"
-		created := createStatefulSet(ctx, t, f, retaining(name, v1beta1.StatefulSetPersistentVolumeClaimRetentionPolicy{
-			WhenScaled: v1beta1.DeletePersistentVolumeClaimRetentionPolicyType,
-		}))
-		waitClaimOrdinals(ctx, t, f, name, "datadir", []int{0, 1, 2}, nil)
-		waitSetPods(ctx, t, f, name, "3 running and ready", runningReady(3, 3))
-		orphan(t, created, name+"-1")
-		scaleTo(ctx, t, f, name, 1)
-		waitSetPods(ctx, t, f, name, "pod 0 left", podNames(name+"-0"))
-		waitClaimOrdinals(ctx, t, f, name, "datadir", []int{0}, nil)
+		scaledAway(t, "adoptscaled", 1)
 	})
 }
 

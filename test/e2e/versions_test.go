@@ -44,6 +44,7 @@ func TestV1beta1(t *testing.T) {
 		{"TestImagePullJobOpenKruise", TestImagePullJobOpenKruise},
 		{"TestUnitedDeployment", TestUnitedDeployment},
 		{"TestUnitedDeploymentAdaptive", TestUnitedDeploymentAdaptive},
+		{"TestResourceDistribution", TestResourceDistribution},
 	} {
 		t.Run(tc.name, tc.test)
 	}
@@ -74,115 +75,104 @@ func convertTo[Out any](t *testing.T, in any, kind, from, to string) *Out {
 	return out
 }
 
-// versionedClient creates and reads objects of one kind at the test's
-// f.APIVersion, taking and giving v1alpha1 objects (A): under TestV1beta1
-// it sends and reads v1beta1 objects (B) and converts at the edges.
+// typedClient is what a typed clientset offers for one kind at one
+// version.
+type typedClient[T any] interface {
+	Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error)
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+}
+
+// versionedClient reads and writes objects of kind at the test's
+// f.APIVersion, taking and giving v1alpha1 objects (*A): under
+// TestV1beta1 every create, get and update goes through
+// apps.kruise.io/v1beta1 (*B), converted at the edges with the webhook's
+// conversion.
 type versionedClient[A, B any] struct {
-	t    *testing.T
-	f    *framework.Framework
-	kind string
-
-	alphaCreate func(context.Context, *A, metav1.CreateOptions) (*A, error)
-	alphaGet    func(context.Context, string, metav1.GetOptions) (*A, error)
-	betaCreate  func(context.Context, *B, metav1.CreateOptions) (*B, error)
-	betaGet     func(context.Context, string, metav1.GetOptions) (*B, error)
+	t     *testing.T
+	f     *framework.Framework
+	kind  string
+	alpha typedClient[*A]
+	beta  typedClient[*B]
 }
 
-func (c versionedClient[A, B]) create(ctx context.Context, obj *A) (*A, error) {
-	if c.f.APIVersion != "v1beta1" {
-		return c.alphaCreate(ctx, obj, metav1.CreateOptions{})
-	}
-	got, err := c.betaCreate(ctx, convertTo[B](c.t, obj, c.kind, "v1alpha1", "v1beta1"), metav1.CreateOptions{})
-	if err != nil {
-		return nil, err
-	}
-	return convertTo[A](c.t, got, c.kind, "v1beta1", "v1alpha1"), nil
+// uds is the test's UnitedDeployment client (v1beta1's adaptive fields
+// differ: unschedulableDuration for unschedulableLastSeconds).
+func uds(t *testing.T, f *framework.Framework) versionedClient[v1alpha1.UnitedDeployment, v1beta1.UnitedDeployment] {
+	return versionedClient[v1alpha1.UnitedDeployment, v1beta1.UnitedDeployment]{t: t, f: f, kind: "UnitedDeployment",
+		alpha: f.Shoal.AppsV1alpha1().UnitedDeployments(f.Namespace), beta: f.Shoal.AppsV1beta1().UnitedDeployments(f.Namespace)}
 }
 
-func (c versionedClient[A, B]) get(ctx context.Context, name string) (*A, error) {
-	if c.f.APIVersion != "v1beta1" {
-		return c.alphaGet(ctx, name, metav1.GetOptions{})
-	}
-	got, err := c.betaGet(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return nil, err
-	}
-	return convertTo[A](c.t, got, c.kind, "v1beta1", "v1alpha1"), nil
-}
-
-// crrs is the test's ContainerRecreateRequest client at f.APIVersion.
+// crrs is the test's ContainerRecreateRequest client.
 func crrs(t *testing.T, f *framework.Framework) versionedClient[v1alpha1.ContainerRecreateRequest, v1beta1.ContainerRecreateRequest] {
-	alpha := f.Shoal.AppsV1alpha1().ContainerRecreateRequests(f.Namespace)
-	beta := f.Shoal.AppsV1beta1().ContainerRecreateRequests(f.Namespace)
-	return versionedClient[v1alpha1.ContainerRecreateRequest, v1beta1.ContainerRecreateRequest]{
-		t: t, f: f, kind: "ContainerRecreateRequest",
-		alphaCreate: alpha.Create, alphaGet: alpha.Get, betaCreate: beta.Create, betaGet: beta.Get,
-	}
+	return versionedClient[v1alpha1.ContainerRecreateRequest, v1beta1.ContainerRecreateRequest]{t: t, f: f, kind: "ContainerRecreateRequest",
+		alpha: f.Shoal.AppsV1alpha1().ContainerRecreateRequests(f.Namespace), beta: f.Shoal.AppsV1beta1().ContainerRecreateRequests(f.Namespace)}
 }
 
-// pullJobs is the test's ImagePullJob client at f.APIVersion.
+// pullJobs is the test's ImagePullJob client.
 func pullJobs(t *testing.T, f *framework.Framework) versionedClient[v1alpha1.ImagePullJob, v1beta1.ImagePullJob] {
-	alpha := f.Shoal.AppsV1alpha1().ImagePullJobs(f.Namespace)
-	beta := f.Shoal.AppsV1beta1().ImagePullJobs(f.Namespace)
-	return versionedClient[v1alpha1.ImagePullJob, v1beta1.ImagePullJob]{
-		t: t, f: f, kind: "ImagePullJob",
-		alphaCreate: alpha.Create, alphaGet: alpha.Get, betaCreate: beta.Create, betaGet: beta.Get,
-	}
+	return versionedClient[v1alpha1.ImagePullJob, v1beta1.ImagePullJob]{t: t, f: f, kind: "ImagePullJob",
+		alpha: f.Shoal.AppsV1alpha1().ImagePullJobs(f.Namespace), beta: f.Shoal.AppsV1beta1().ImagePullJobs(f.Namespace)}
 }
 
-// udClient reads and writes UnitedDeployments at the test's f.APIVersion,
-// taking and giving v1alpha1 objects: under TestV1beta1 every create, get
-// and update goes through apps.kruise.io/v1beta1 (whose adaptive fields
-// differ: unschedulableDuration for unschedulableLastSeconds), converted
-// at the edges.
-type udClient struct {
-	t *testing.T
-	f *framework.Framework
+// rds is the test's ResourceDistribution client (v1beta1 names
+// namespaceLabelSelector namespaceSelector).
+func rds(t *testing.T, f *framework.Framework) versionedClient[v1alpha1.ResourceDistribution, v1beta1.ResourceDistribution] {
+	return versionedClient[v1alpha1.ResourceDistribution, v1beta1.ResourceDistribution]{t: t, f: f, kind: "ResourceDistribution",
+		alpha: f.Shoal.AppsV1alpha1().ResourceDistributions(), beta: f.Shoal.AppsV1beta1().ResourceDistributions()}
 }
 
-// uds is the test's UnitedDeployment client.
-func uds(t *testing.T, f *framework.Framework) udClient { return udClient{t: t, f: f} }
+func (c versionedClient[A, B]) atBeta() bool { return c.f.APIVersion == "v1beta1" }
 
-// Create creates ud.
-func (c udClient) Create(ctx context.Context, ud *v1alpha1.UnitedDeployment, opts metav1.CreateOptions) (*v1alpha1.UnitedDeployment, error) {
-	if c.f.APIVersion != "v1beta1" {
-		return c.f.Shoal.AppsV1alpha1().UnitedDeployments(c.f.Namespace).Create(ctx, ud, opts)
+func (c versionedClient[A, B]) toBeta(obj *A) *B {
+	return convertTo[B](c.t, obj, c.kind, "v1alpha1", "v1beta1")
+}
+
+func (c versionedClient[A, B]) toAlpha(obj *B) *A {
+	return convertTo[A](c.t, obj, c.kind, "v1beta1", "v1alpha1")
+}
+
+// Create creates obj.
+func (c versionedClient[A, B]) Create(ctx context.Context, obj *A, opts metav1.CreateOptions) (*A, error) {
+	if !c.atBeta() {
+		return c.alpha.Create(ctx, obj, opts)
 	}
-	got, err := c.f.Shoal.AppsV1beta1().UnitedDeployments(c.f.Namespace).Create(ctx, c.beta(ud), opts)
+	got, err := c.beta.Create(ctx, c.toBeta(obj), opts)
 	if err != nil {
 		return nil, err
 	}
-	return c.alpha(got), nil
+	return c.toAlpha(got), nil
 }
 
-// Get reads the UnitedDeployment name.
-func (c udClient) Get(ctx context.Context, name string, opts metav1.GetOptions) (*v1alpha1.UnitedDeployment, error) {
-	if c.f.APIVersion != "v1beta1" {
-		return c.f.Shoal.AppsV1alpha1().UnitedDeployments(c.f.Namespace).Get(ctx, name, opts)
+// Get reads the object name.
+func (c versionedClient[A, B]) Get(ctx context.Context, name string, opts metav1.GetOptions) (*A, error) {
+	if !c.atBeta() {
+		return c.alpha.Get(ctx, name, opts)
 	}
-	got, err := c.f.Shoal.AppsV1beta1().UnitedDeployments(c.f.Namespace).Get(ctx, name, opts)
+	got, err := c.beta.Get(ctx, name, opts)
 	if err != nil {
 		return nil, err
 	}
-	return c.alpha(got), nil
+	return c.toAlpha(got), nil
 }
 
-// Update writes ud (its resourceVersion guards the write).
-func (c udClient) Update(ctx context.Context, ud *v1alpha1.UnitedDeployment, opts metav1.UpdateOptions) (*v1alpha1.UnitedDeployment, error) {
-	if c.f.APIVersion != "v1beta1" {
-		return c.f.Shoal.AppsV1alpha1().UnitedDeployments(c.f.Namespace).Update(ctx, ud, opts)
+// Update writes obj (its resourceVersion guards the write).
+func (c versionedClient[A, B]) Update(ctx context.Context, obj *A, opts metav1.UpdateOptions) (*A, error) {
+	if !c.atBeta() {
+		return c.alpha.Update(ctx, obj, opts)
 	}
-	got, err := c.f.Shoal.AppsV1beta1().UnitedDeployments(c.f.Namespace).Update(ctx, c.beta(ud), opts)
+	got, err := c.beta.Update(ctx, c.toBeta(obj), opts)
 	if err != nil {
 		return nil, err
 	}
-	return c.alpha(got), nil
+	return c.toAlpha(got), nil
 }
 
-func (c udClient) beta(ud *v1alpha1.UnitedDeployment) *v1beta1.UnitedDeployment {
-	return convertTo[v1beta1.UnitedDeployment](c.t, ud, "UnitedDeployment", "v1alpha1", "v1beta1")
-}
-
-func (c udClient) alpha(ud *v1beta1.UnitedDeployment) *v1alpha1.UnitedDeployment {
-	return convertTo[v1alpha1.UnitedDeployment](c.t, ud, "UnitedDeployment", "v1beta1", "v1alpha1")
+// Delete deletes the object name.
+func (c versionedClient[A, B]) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
+	if !c.atBeta() {
+		return c.alpha.Delete(ctx, name, opts)
+	}
+	return c.beta.Delete(ctx, name, opts)
 }
