@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -564,6 +565,22 @@ func TestCloneSetInPlaceUpdateHookAndGrace(t *testing.T) {
 	})
 	require.Equal(t, oldImage, held.Spec.Containers[0].Image, "the hook holds the update")
 
+	// A watch catches the grace annotation, which lives for the grace
+	// period only: its timestamp is when the pod went not ready, to the
+	// microsecond.
+	w, err := f.Kube.CoreV1().Pods(f.Namespace).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + pod.Name, ResourceVersion: held.ResourceVersion})
+	require.NoError(t, err)
+	defer w.Stop()
+	graceSeen := make(chan string, 1)
+	go func() {
+		for ev := range w.ResultChan() {
+			if p, ok := ev.Object.(*corev1.Pod); ok && p.Annotations[wellknown.AnnotationInPlaceUpdateGrace] != "" {
+				graceSeen <- p.Annotations[wellknown.AnnotationInPlaceUpdateGrace]
+				return
+			}
+		}
+	}()
+
 	patch := []byte(`{"metadata":{"labels":{"` + hold + `":null}}}`)
 	_, err = f.Kube.CoreV1().Pods(f.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 	require.NoError(t, err)
@@ -580,19 +597,24 @@ func TestCloneSetInPlaceUpdateHookAndGrace(t *testing.T) {
 	require.NotContains(t, updated.Annotations, wellknown.AnnotationInPlaceUpdateGrace)
 	require.False(t, notReady.Time.Before(started), "ready again only after the image changed")
 
-	// The events tell the grace: the update started at least 3 s before
-	// the image was applied.
+	// The grace: the image was applied at least 3 s after the pod went
+	// not ready. The state's updateTimestamp is whole seconds (OpenKruise's
+	// format), so the image went in no earlier than that second.
+	var grace struct {
+		UpdateTimestamp metav1.MicroTime `json:"updateTimestamp"`
+	}
+	select {
+	case raw := <-graceSeen:
+		require.NoError(t, json.Unmarshal([]byte(raw), &grace), "grace annotation %s", raw)
+	default:
+		require.Fail(t, "the watch saw no "+wellknown.AnnotationInPlaceUpdateGrace+" annotation")
+	}
+	notReadyAt := grace.UpdateTimestamp.Time
+	require.False(t, started.Before(notReadyAt.Add(3*time.Second).Truncate(time.Second)),
+		"the image was applied in the second of %s, the pod went not ready at %s (grace 3 s)", started.Format(time.RFC3339), notReadyAt.Format(time.RFC3339Nano))
 	evs, err := f.Kube.EventsV1().Events(f.Namespace).List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
-	var startAt time.Time
-	for _, e := range evs.Items {
-		if e.Reason == "StartUpdatePodInPlace" {
-			startAt = e.EventTime.Time
-		}
-	}
-	require.False(t, startAt.IsZero(), "a StartUpdatePodInPlace event")
-	require.GreaterOrEqual(t, started.Sub(startAt.Truncate(time.Second)), 3*time.Second,
-		"the image was applied %s after the pod went not ready", started.Sub(startAt))
+	require.True(t, slices.ContainsFunc(evs.Items, func(e eventsv1.Event) bool { return e.Reason == "StartUpdatePodInPlace" }), "a StartUpdatePodInPlace event")
 
 	patch = []byte(`{"metadata":{"labels":{"` + hold + `":"true"}}}`)
 	_, err = f.Kube.CoreV1().Pods(f.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
