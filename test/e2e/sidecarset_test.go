@@ -1041,12 +1041,26 @@ func TestSidecarSetBadInput(t *testing.T) {
 		require.ErrorContains(t, err, "immutable")
 	})
 
+	// The webhook finds the other SidecarSets in its informer, which may
+	// not hold one created a moment ago (OpenKruise's reads its cache the
+	// same way): the second is tried until refused, and removed again
+	// whenever it got in first.
 	t.Run("conflicting container names", func(t *testing.T) {
 		first := s.create(ctx, s.baseSidecarSet())
 		second := s.baseSidecarSet()
 		second.Spec.Containers[0].Name = first.Spec.Containers[0].Name
-		_, err := sets.Create(ctx, second, metav1.CreateOptions{})
-		require.Error(t, err)
+		var err error
+		attempt := 0
+		require.NoError(t, framework.WaitFor(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
+			try := second.DeepCopy()
+			try.Name = fmt.Sprintf("%s-%d", second.Name, attempt)
+			attempt++
+			var got *v1beta1.SidecarSet
+			if got, err = sets.Create(ctx, try, metav1.CreateOptions{}); err == nil {
+				return false, sets.Delete(ctx, got.Name, metav1.DeleteOptions{})
+			}
+			return true, nil
+		}), "the second SidecarSet is refused once the webhook knows the first")
 		require.ErrorContains(t, err, first.Name, "the message names the other SidecarSet")
 		require.ErrorContains(t, err, first.Spec.Containers[0].Name)
 	})
