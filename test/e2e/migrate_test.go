@@ -3,10 +3,12 @@
 package e2e
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
@@ -14,6 +16,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/shoal-io/shoal/test/e2e/framework"
 )
 
 // buildKruisePlugin builds kubectl-kruise into a temporary directory (the
@@ -62,8 +66,13 @@ func TestKubectlKruiseMigrateStatefulSet(t *testing.T) {
 	require.NoError(t, err, "kubectl kruise migrate: %s", out)
 	t.Logf("kubectl kruise migrate: %s", out)
 
-	_, err = f.Kube.AppsV1().StatefulSets(f.Namespace).Get(ctx, name, metav1.GetOptions{})
-	require.True(t, apierrors.IsNotFound(err), "the apps/v1 StatefulSet is gone: %v", err)
+	// The orphaning delete ends when the garbage collector has released
+	// the pods (which migrate waits for) and then drops its finalizer.
+	err = framework.WaitFor(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
+		_, err := f.Kube.AppsV1().StatefulSets(f.Namespace).Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	require.NoError(t, err, "the apps/v1 StatefulSet is gone")
 	s := waitStatefulSet(ctx, t, f, name, "2 ready at its own revision", settledSet(2))
 	pods := waitSetPods(ctx, t, f, name, "2 running and ready, controlled by the Advanced StatefulSet", func(pods []corev1.Pod) bool {
 		if !runningReady(2, 2)(pods) {

@@ -193,6 +193,9 @@ func templateOf(s *v1beta1.StatefulSet, pvc *corev1.PersistentVolumeClaim) *core
 // pod after pod.
 const resizeTimeout = 4 * time.Minute
 
+// resizeConcurrency is how many Resize PVC table cases run at once.
+const resizeConcurrency = 6
+
 // waitClaimCapacity waits, as OpenKruise's waitForPVCCapacity, until
 // every PVC of the set (one per replica and template) has a capacity
 // equal to its request, and ok accepts its capacity against its
@@ -298,7 +301,13 @@ func TestStatefulSetResizePVC(t *testing.T) {
 	runResizer(t, f, f.Namespace)
 	newImage := f.Image("testserver:v2")
 
+	// At most resizeConcurrency cases run at once: 28 sets of 3 pods
+	// recreated one after another at the same time load the shared
+	// cluster more than its other tests can take.
+	slots := make(chan struct{}, resizeConcurrency)
 	expand := func(t *testing.T, name string, c resizeCase, image bool) {
+		slots <- struct{}{}
+		defer func() { <-slots }()
 		createStatefulSet(ctx, t, f, resizeSet(f, name, 3, c.inPlace, c.classes...))
 		waitStatefulSet(ctx, t, f, name, "3 ready", settledSet(3))
 		before := uidsByName(setPods(ctx, t, f, name))
