@@ -26,6 +26,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -278,8 +279,27 @@ func Run(ctx context.Context, o Options) error {
 	}
 	synced = append(synced, distributions.HasSynced)
 
+	// Custom workload kinds (white-listed in kruise-configuration) are
+	// read through the dynamic client.
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("dynamic client: %w", err)
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("discovery client: %w", err)
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+	// The kruise-configuration ConfigMap alone, in the coordinator's
+	// namespace.
+	configInformers := kubeinformers.NewSharedInformerFactoryWithOptions(client, 0, kubeinformers.WithNamespace(o.Namespace),
+		kubeinformers.WithTweakListOptions(func(lo *metav1.ListOptions) {
+			lo.FieldSelector = fields.OneTermEqualSelector("metadata.name", wellknown.ConfigMapKruiseConfiguration).String()
+		}))
+
 	// PersistentPodStates at their storage version (v1alpha1); Advanced
-	// StatefulSets at theirs (v1beta1).
+	// StatefulSets at theirs (v1beta1); white-listed StatefulSet-like
+	// kinds as the list says.
 	ppsInformer := shoalInformers.Apps().V1alpha1().PersistentPodStates()
 	podStates, err := persistentpodstate.New(persistentpodstate.Options{
 		Shoal:  shoal,
@@ -287,6 +307,7 @@ func Run(ctx context.Context, o Options) error {
 		StatefulSets:         kubeInformers.Apps().V1().StatefulSets().Informer(),
 		AdvancedStatefulSets: shoalInformers.Apps().V1beta1().StatefulSets().Informer(),
 		IsLeader:             isLeader, Recorder: recorder,
+		Config: configInformers.Core().V1().ConfigMaps().Informer(), Dynamic: dyn, Mapper: mapper,
 	})
 	if err != nil {
 		return err
@@ -320,11 +341,7 @@ func Run(ctx context.Context, o Options) error {
 
 	// WorkloadSpread targets of white-listed custom kinds are read through
 	// the dynamic client (their replicasPath).
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return fmt.Errorf("dynamic client: %w", err)
-	}
-	customWorkloads := customWorkloadReader(client, dyn, o.Namespace, cfg)
+	customWorkloads := customWorkloadReader(client, dyn, o.Namespace, mapper)
 	spreads, err := workloadspread.New(workloadspread.Options{
 		CustomWorkload: customWorkloads,
 		Shoal:          shoal, Kube: client,
@@ -493,7 +510,7 @@ func Run(ctx context.Context, o Options) error {
 	ppsAdmission := webhook.NewPersistentPodStateAdmission(webhook.PersistentPodStateListerFunc(
 		func(namespace string) ([]*v1alpha1.PersistentPodState, error) {
 			return ppsLister.PersistentPodStates(namespace).List(labels.Everything())
-		}))
+		})).WithCustomWorkloads(podStates.WhiteList)
 	hooks.Handle(webhook.PersistentPodStatePodMutatePath, ppsAdmission.MutatePod)
 	hooks.Handle(webhook.PersistentPodStateValidatePath, ppsAdmission.Validate)
 	// The PodUnavailableBudget pod webhook reads budgets, pods and
@@ -622,6 +639,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	kubeInformers.Start(ctx.Done())
 	copyInformers.Start(ctx.Done())
+	configInformers.Start(ctx.Done())
 	shoalInformers.Start(ctx.Done())
 	if nsInformers != nil {
 		nsInformers.Start(ctx.Done())
@@ -854,11 +872,7 @@ func patchPodMetadataRules(ctx context.Context, client kubernetes.Interface, nam
 // custom workload white list of the kruise-configuration ConfigMap names
 // (read at each call: WorkloadSpreads of custom kinds are rare): the
 // object, through the dynamic client, and the list's replicasPath.
-func customWorkloadReader(client kubernetes.Interface, dyn dynamic.Interface, namespace string, cfg *rest.Config) func(ctx context.Context, ws *v1alpha1.WorkloadSpread) (map[string]any, string, bool, error) {
-	var mapper *restmapper.DeferredDiscoveryRESTMapper
-	if dc, err := discovery.NewDiscoveryClientForConfig(cfg); err == nil {
-		mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-	}
+func customWorkloadReader(client kubernetes.Interface, dyn dynamic.Interface, namespace string, mapper meta.ResettableRESTMapper) func(ctx context.Context, ws *v1alpha1.WorkloadSpread) (map[string]any, string, bool, error) {
 	return func(ctx context.Context, ws *v1alpha1.WorkloadSpread) (map[string]any, string, bool, error) {
 		ref := ws.Spec.TargetReference
 		if ref == nil || mapper == nil {

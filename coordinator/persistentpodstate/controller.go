@@ -1,7 +1,8 @@
 // Package persistentpodstate is the coordinator's PersistentPodState
 // controller (apps.kruise.io/v1alpha1, its storage version). For each
-// PersistentPodState whose targetRef names a StatefulSet (apps/v1) or an
-// Advanced StatefulSet (apps.kruise.io, either version) it records in
+// PersistentPodState whose targetRef names a StatefulSet (apps/v1), an
+// Advanced StatefulSet (apps.kruise.io, either version) or a white-listed
+// StatefulSet-like kind, it records in
 // status.podStates, for every Ready pod of the target, the node the pod
 // runs on, that node's values of the topology keys of
 // requiredPersistentTopology and preferredPersistentTopology, and the
@@ -22,11 +23,19 @@
 // gets a PersistentPodState of its own name, controlled by it; removing
 // the annotation deletes it.
 //
+// StatefulSet-like kinds of other operators are followed the same way
+// when the kruise-configuration ConfigMap's
+// PPS_Watch_Custom_Workload_WhiteList names them (custom.go): a dynamic
+// informer per kind, started and stopped as the list changes. Their pods
+// are named <workload>-<ordinal> and controlled by the workload, whose
+// spec.replicas counts them.
+//
 // Only the leader writes. Events go on the PersistentPodStates.
 package persistentpodstate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"strings"
@@ -37,7 +46,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
@@ -63,6 +76,17 @@ type Options struct {
 	IsLeader func() bool
 	// Recorder records events on PersistentPodStates.
 	Recorder events.EventRecorder
+	// Config is an informer of the kruise-configuration ConfigMap (in the
+	// coordinator's namespace), whose PPS_Watch_Custom_Workload_WhiteList
+	// names StatefulSet-like kinds to follow too; nil follows only the
+	// StatefulSets. Unlike OpenKruise, which reads the list once at start,
+	// a change takes effect at once.
+	Config cache.SharedIndexInformer
+	// Dynamic and Mapper read the white-listed kinds (Config set).
+	Dynamic dynamic.Interface
+	// Mapper finds the resource of a white-listed kind; it is reset when a
+	// kind is not found, so a CRD installed later is found.
+	Mapper meta.ResettableRESTMapper
 }
 
 // Controller reconciles PersistentPodStates. Its embedded Loop's queue
@@ -71,8 +95,10 @@ type Options struct {
 type Controller struct {
 	workload.Loop
 	o Options
-	// generate holds workload keys "<group>|<namespace>/<name>".
+	// generate holds workload keys "<Kind.group>|<namespace>/<name>".
 	generate syncloop.Queue
+	// custom follows the white-listed kinds.
+	custom *customKinds
 }
 
 // New returns a controller over the informers; Run starts it.
@@ -82,6 +108,7 @@ func New(o Options) (*Controller, error) {
 		Loop:     workload.Loop{Queue: syncloop.NewQueue("persistentpodstate", nil), Workloads: o.States.GetIndexer()},
 		generate: syncloop.NewQueue("persistentpodstate-generate", nil),
 	}
+	c.custom = newCustomKinds(o.Dynamic, o.Mapper, c.workloadHandler)
 	for _, h := range []struct {
 		inf     cache.SharedIndexInformer
 		handler cache.ResourceEventHandler
@@ -97,8 +124,8 @@ func New(o Options) (*Controller, error) {
 			UpdateFunc: func(old, obj any) { c.podUpdate(old, obj) },
 			DeleteFunc: c.podEvent,
 		}, "pods"},
-		{o.StatefulSets, c.workloadHandler(GroupApps), "StatefulSets"},
-		{o.AdvancedStatefulSets, c.workloadHandler(GroupKruise), "Advanced StatefulSets"},
+		{o.StatefulSets, c.workloadHandler(AppsStatefulSet), "StatefulSets"},
+		{o.AdvancedStatefulSets, c.workloadHandler(KruiseStatefulSet), "Advanced StatefulSets"},
 		// Nodes are read from the cache when a pod is recorded; their
 		// events need no handler, but the cache must be synced.
 		{o.Nodes, cache.ResourceEventHandlerFuncs{}, "nodes"},
@@ -107,7 +134,42 @@ func New(o Options) (*Controller, error) {
 			return nil, err
 		}
 	}
+	if o.Config != nil {
+		if err := c.Watch(o.Config, cache.ResourceEventHandlerFuncs{
+			AddFunc:    c.configEvent,
+			UpdateFunc: func(_, obj any) { c.configEvent(obj) },
+			DeleteFunc: func(any) { c.setWhiteList(nil) },
+		}, "the kruise-configuration ConfigMap"); err != nil {
+			return nil, err
+		}
+	}
 	return c, nil
+}
+
+// WhiteList returns the custom workload kinds followed now (the pod and
+// PersistentPodState webhooks read it).
+func (c *Controller) WhiteList() WhiteList { return c.custom.list() }
+
+// configEvent reads the white list from the kruise-configuration
+// ConfigMap. A list that does not parse is logged and followed as empty.
+func (c *Controller) configEvent(obj any) {
+	cm, ok := obj.(*corev1.ConfigMap)
+	if !ok || cm.Name != wellknown.ConfigMapKruiseConfiguration {
+		return
+	}
+	list, err := ParseWhiteList(cm.Data[wellknown.ConfigPersistentPodStateWatchCustomWorkloadWhiteList])
+	if err != nil {
+		klog.Background().Error(err, "Ignoring the PersistentPodState custom workload white list", "configMap", klog.KObj(cm))
+	}
+	c.setWhiteList(list)
+}
+
+// setWhiteList follows the kinds of list from now on, and queues every
+// PersistentPodState: a target may have become followed, or no longer.
+func (c *Controller) setWhiteList(list WhiteList) {
+	if c.custom.set(list) {
+		c.Loop.Resync()
+	}
 }
 
 // Resync queues every PersistentPodState and every StatefulSet of either
@@ -115,17 +177,19 @@ func New(o Options) (*Controller, error) {
 func (c *Controller) Resync() {
 	c.Loop.Resync()
 	for _, obj := range c.o.StatefulSets.GetIndexer().List() {
-		c.enqueueWorkload(GroupApps, obj)
+		c.enqueueWorkload(AppsStatefulSet, obj)
 	}
 	for _, obj := range c.o.AdvancedStatefulSets.GetIndexer().List() {
-		c.enqueueWorkload(GroupKruise, obj)
+		c.enqueueWorkload(KruiseStatefulSet, obj)
 	}
+	c.custom.each(c.enqueueWorkload)
 }
 
 // Run processes both queues until ctx ends.
 func (c *Controller) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { syncloop.Run(ctx, c.generate, 1, "generated PersistentPodState", c.syncGenerated) })
+	wg.Go(func() { c.custom.run(ctx) })
 	syncloop.Run(ctx, c.Queue, 2, "PersistentPodState", c.sync)
 	wg.Wait()
 	return nil
@@ -144,13 +208,13 @@ func (c *Controller) stateEvent(obj any) {
 		return
 	}
 	if ref := metav1.GetControllerOf(pps); ref != nil {
-		if group, ok := TargetGroup(ref.APIVersion, ref.Kind); ok {
-			c.generate.Add(generateKey(group, pps.Namespace, ref.Name))
+		if gk, ok := TargetKind(ref.APIVersion, ref.Kind, c.WhiteList()); ok {
+			c.generate.Add(generateKey(gk, pps.Namespace, ref.Name))
 		}
 	}
 }
 
-// podEvent queues the PersistentPodStates targeting the pod's StatefulSet.
+// podEvent queues the PersistentPodStates targeting the pod's workload.
 func (c *Controller) podEvent(obj any) {
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
@@ -163,11 +227,11 @@ func (c *Controller) podEvent(obj any) {
 	if ref == nil {
 		return
 	}
-	group, ok := TargetGroup(ref.APIVersion, ref.Kind)
+	gk, ok := TargetKind(ref.APIVersion, ref.Kind, c.WhiteList())
 	if !ok {
 		return
 	}
-	c.enqueueStatesOf(group, p.Namespace, ref.Name)
+	c.enqueueStatesOf(gk, p.Namespace, ref.Name)
 }
 
 // podUpdate queues on the changes that matter to a record: readiness,
@@ -183,17 +247,17 @@ func (c *Controller) podUpdate(old, obj any) {
 	c.podEvent(obj)
 }
 
-// workloadHandler queues, on every event of a StatefulSet of group, its
+// workloadHandler queues, on every event of a workload of kind gk, its
 // generation and the PersistentPodStates targeting it (status-only
 // updates excepted).
-func (c *Controller) workloadHandler(group string) cache.ResourceEventHandlerFuncs {
+func (c *Controller) workloadHandler(gk schema.GroupKind) cache.ResourceEventHandlerFuncs {
 	both := func(obj any) {
-		c.enqueueWorkload(group, obj)
+		c.enqueueWorkload(gk, obj)
 		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = t.Obj
 		}
 		if m, ok := obj.(metav1.Object); ok {
-			c.enqueueStatesOf(group, m.GetNamespace(), m.GetName())
+			c.enqueueStatesOf(gk, m.GetNamespace(), m.GetName())
 		}
 	}
 	return cache.ResourceEventHandlerFuncs{
@@ -211,23 +275,24 @@ func (c *Controller) workloadHandler(group string) cache.ResourceEventHandlerFun
 	}
 }
 
-// generateKey is the generation queue's key of a workload.
-func generateKey(group, namespace, name string) string {
-	return group + "|" + namespace + "/" + name
+// generateKey is the generation queue's key of a workload:
+// "<Kind.group>|<namespace>/<name>".
+func generateKey(gk schema.GroupKind, namespace, name string) string {
+	return gk.String() + "|" + namespace + "/" + name
 }
 
-// enqueueWorkload queues a StatefulSet's generation.
-func (c *Controller) enqueueWorkload(group string, obj any) {
+// enqueueWorkload queues a workload's generation.
+func (c *Controller) enqueueWorkload(gk schema.GroupKind, obj any) {
 	if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-		c.generate.Add(group + "|" + key)
+		c.generate.Add(gk.String() + "|" + key)
 	}
 }
 
 // enqueueStatesOf queues the PersistentPodStates in namespace targeting
-// the StatefulSet of group and name.
-func (c *Controller) enqueueStatesOf(group, namespace, name string) {
+// the workload of kind gk and name.
+func (c *Controller) enqueueStatesOf(gk schema.GroupKind, namespace, name string) {
 	for _, pps := range c.statesIn(namespace) {
-		if Targets(pps.Spec.TargetReference, group, name) {
+		if Targets(pps.Spec.TargetReference, gk, name) {
 			c.Enqueue(pps)
 		}
 	}
@@ -256,22 +321,31 @@ func (c *Controller) statesIn(namespace string) []*v1alpha1.PersistentPodState {
 // target returns the cached workload a targetRef names, nil if it does not
 // exist; ok is false for a targetRef Shoal does not follow.
 func (c *Controller) target(namespace string, ref v1alpha1.TargetReference) (w *statefulSet, ok bool, err error) {
-	group, ok := TargetGroup(ref.APIVersion, ref.Kind)
+	gk, ok := TargetKind(ref.APIVersion, ref.Kind, c.WhiteList())
 	if !ok {
 		return nil, false, nil
 	}
-	return c.workloadOf(group, namespace, ref.Name)
+	return c.workloadOf(gk, namespace, ref.Name)
 }
 
-// workloadOf returns the cached StatefulSet of group, nil if none.
-func (c *Controller) workloadOf(group, namespace, name string) (*statefulSet, bool, error) {
-	inf := c.o.StatefulSets
-	if group == GroupKruise {
+// workloadOf returns the cached workload of kind gk, nil if none. For a
+// white-listed kind whose cache is not filled yet it returns
+// errNotWatched: nothing can be said about the workload until it is.
+func (c *Controller) workloadOf(gk schema.GroupKind, namespace, name string) (*statefulSet, bool, error) {
+	var inf cache.SharedIndexInformer
+	switch gk {
+	case AppsStatefulSet:
+		inf = c.o.StatefulSets
+	case KruiseStatefulSet:
 		inf = c.o.AdvancedStatefulSets
+	default:
+		if inf = c.custom.informer(gk); inf == nil || !inf.HasSynced() {
+			return nil, true, fmt.Errorf("%s %s/%s: %w", gk, namespace, name, errNotWatched)
+		}
 	}
 	obj, exists, err := inf.GetIndexer().GetByKey(namespace + "/" + name)
 	if err != nil {
-		return nil, true, fmt.Errorf("read %s StatefulSet %s/%s from the cache: %w", group, namespace, name, err)
+		return nil, true, fmt.Errorf("read %s %s/%s from the cache: %w", gk, namespace, name, err)
 	}
 	if !exists {
 		return nil, true, nil
@@ -281,8 +355,10 @@ func (c *Controller) workloadOf(group, namespace, name string) (*statefulSet, bo
 		return fromStatefulSet(s), true, nil
 	case *v1beta1.StatefulSet:
 		return fromAdvanced(s), true, nil
+	case *unstructured.Unstructured:
+		return fromCustom(gk, s), true, nil
 	}
-	return nil, true, fmt.Errorf("unexpected %T in the %s StatefulSet cache", obj, group)
+	return nil, true, fmt.Errorf("unexpected %T in the %s cache", obj, gk)
 }
 
 // podsOf lists the cached pods the workload controls, those being deleted
@@ -325,20 +401,27 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		return 0, nil
 	}
 	w, supported, err := c.target(pps.Namespace, pps.Spec.TargetReference)
+	if errors.Is(err, errNotWatched) {
+		// Its kind was just white-listed, or its CRD is not installed:
+		// records are kept as they are meanwhile.
+		klog.FromContext(ctx).V(2).Info("Waiting for the target's kind to be watched", "persistentPodState", key, "reason", err.Error())
+		return customRetry, nil
+	}
 	if err != nil {
 		return 0, err
 	}
 	if !supported {
 		ref := pps.Spec.TargetReference
 		c.o.Recorder.Eventf(pps, nil, corev1.EventTypeWarning, "UnsupportedTarget", "Sync",
-			"spec.targetRef %s %s/%s is not a StatefulSet of apps or apps.kruise.io: nothing is recorded", ref.Kind, ref.APIVersion, ref.Name)
+			"spec.targetRef %s %s/%s is neither a StatefulSet of apps or apps.kruise.io nor a kind of %s in ConfigMap %s: nothing is recorded",
+			ref.Kind, ref.APIVersion, ref.Name, wellknown.ConfigPersistentPodStateWatchCustomWorkloadWhiteList, wellknown.ConfigMapKruiseConfiguration)
 		return 0, nil
 	}
 	if w == nil || w.deleting {
 		// The target is gone: a PersistentPodState generated for it goes
 		// too (the garbage collector would, unless the target was
 		// deleted orphaning its dependents).
-		if ref := metav1.GetControllerOf(pps); ref != nil && Targets(pps.Spec.TargetReference, groupOf(ref), ref.Name) &&
+		if ref := metav1.GetControllerOf(pps); ref != nil && Targets(pps.Spec.TargetReference, kindOf(ref), ref.Name) &&
 			(w == nil || ref.UID == w.uid) {
 			return 0, c.deleteState(ctx, pps, "its StatefulSet is gone")
 		}
@@ -360,19 +443,19 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		c.o.Recorder.Eventf(pps, nil, corev1.EventTypeNormal, "Recorded", "Record", "pod %s: %s", name, describeState(st.PodStates[name]))
 	}
 	if len(ch.dropped) > 0 {
-		why := "the StatefulSet scaled them away"
+		why := "the " + pps.Spec.TargetReference.Kind + " scaled them away"
 		if w == nil || w.deleting {
-			why = "the StatefulSet is gone"
+			why = "the " + pps.Spec.TargetReference.Kind + " is gone"
 		}
 		c.o.Recorder.Eventf(pps, nil, corev1.EventTypeNormal, "Dropped", "Record", "dropped the records of %s: %s", strings.Join(ch.dropped, ", "), why)
 	}
 	return 0, nil
 }
 
-// groupOf is the API group of an owner reference's apiVersion.
-func groupOf(ref *metav1.OwnerReference) string {
-	g, _ := TargetGroup(ref.APIVersion, ref.Kind)
-	return g
+// kindOf is the group and kind of an owner reference.
+func kindOf(ref *metav1.OwnerReference) schema.GroupKind {
+	gv, _ := schema.ParseGroupVersion(ref.APIVersion)
+	return schema.GroupKind{Group: gv.Group, Kind: ref.Kind}
 }
 
 // deleteState deletes a PersistentPodState (this very object: UID
@@ -389,17 +472,24 @@ func (c *Controller) deleteState(ctx context.Context, pps *v1alpha1.PersistentPo
 }
 
 // syncGenerated reconciles the PersistentPodState generated for one
-// StatefulSet.
+// workload.
 func (c *Controller) syncGenerated(ctx context.Context, key string) (time.Duration, error) {
 	if !c.o.IsLeader() {
 		return 0, nil
 	}
-	group, nsName, ok := strings.Cut(key, "|")
+	kind, nsName, ok := strings.Cut(key, "|")
 	namespace, name, ok2 := strings.Cut(nsName, "/")
 	if !ok || !ok2 {
 		return 0, nil
 	}
-	w, _, err := c.workloadOf(group, namespace, name)
+	gk := schema.ParseGroupKind(kind)
+	if !c.WhiteList().Follows(gk) {
+		return 0, nil // no longer white-listed
+	}
+	w, _, err := c.workloadOf(gk, namespace, name)
+	if errors.Is(err, errNotWatched) {
+		return customRetry, nil
+	}
 	if err != nil || w == nil {
 		return 0, err // gone: sync removes what was generated for it
 	}
@@ -418,10 +508,10 @@ func (c *Controller) syncGenerated(ctx context.Context, key string) (time.Durati
 			return 0, nil // the informer brings it
 		}
 		if err != nil {
-			return 0, fmt.Errorf("generate PersistentPodState %s for %s StatefulSet %s: %w", nsName, group, name, err)
+			return 0, fmt.Errorf("generate PersistentPodState %s for %s %s: %w", nsName, gk, name, err)
 		}
 		c.o.Recorder.Eventf(created, nil, corev1.EventTypeNormal, "Generated", "Create",
-			"generated from the annotations of %s StatefulSet %s", group, name)
+			"generated from the annotations of %s %s", gk, name)
 	case update:
 		next := adopt(existing, desired)
 		updated, err := states.Update(ctx, next, metav1.UpdateOptions{})
@@ -429,13 +519,13 @@ func (c *Controller) syncGenerated(ctx context.Context, key string) (time.Durati
 			return 0, workload.IgnoreStale(err, "update the generated PersistentPodState %s", nsName)
 		}
 		c.o.Recorder.Eventf(updated, nil, corev1.EventTypeNormal, "Generated", "Update",
-			"spec set from the annotations of %s StatefulSet %s", group, name)
+			"spec set from the annotations of %s %s", gk, name)
 	case remove:
-		return 0, c.deleteState(ctx, existing, wellknown.AnnotationAutoGeneratePersistentPodState+" removed from its StatefulSet")
+		return 0, c.deleteState(ctx, existing, wellknown.AnnotationAutoGeneratePersistentPodState+" removed from its "+gk.Kind)
 	case conflict:
 		if desired != nil {
 			c.o.Recorder.Eventf(existing, nil, corev1.EventTypeWarning, "GenerateConflict", "Generate",
-				"%s StatefulSet %s asks for a generated PersistentPodState of this name, but this one belongs to something else: left alone", group, name)
+				"%s %s asks for a generated PersistentPodState of this name, but this one belongs to something else: left alone", gk, name)
 		}
 	}
 	return 0, nil

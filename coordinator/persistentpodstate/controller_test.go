@@ -2,14 +2,20 @@ package persistentpodstate
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 	kubeinformers "k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
@@ -34,7 +40,7 @@ type harness struct {
 	o        Options
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t *testing.T, opts ...func(*Options)) *harness {
 	t.Helper()
 	h := &harness{shoal: shoalfake.NewSimpleClientset(), recorder: events.NewFakeRecorder(100), leader: true}
 	kf := kubeinformers.NewSharedInformerFactory(kubefake.NewClientset(), 0)
@@ -44,6 +50,9 @@ func newHarness(t *testing.T) *harness {
 		Pods: kf.Core().V1().Pods().Informer(), Nodes: kf.Core().V1().Nodes().Informer(),
 		StatefulSets: kf.Apps().V1().StatefulSets().Informer(), AdvancedStatefulSets: sf.Apps().V1beta1().StatefulSets().Informer(),
 		IsLeader: func() bool { return h.leader }, Recorder: h.recorder,
+	}
+	for _, o := range opts {
+		o(&h.o)
 	}
 	c, err := New(h.o)
 	require.NoError(t, err)
@@ -174,7 +183,7 @@ func TestSyncGenerated(t *testing.T) {
 	h := newHarness(t)
 	set := advancedSet(3, on)
 	h.cache(t, set)
-	_, err := h.c.syncGenerated(context.Background(), "apps.kruise.io|ns/web")
+	_, err := h.c.syncGenerated(context.Background(), "StatefulSet.apps.kruise.io|ns/web")
 	require.NoError(t, err)
 	got, err := h.get(t, "web")
 	require.NoError(t, err)
@@ -185,7 +194,7 @@ func TestSyncGenerated(t *testing.T) {
 	// The annotation removed: the generated object goes.
 	require.NoError(t, h.o.States.GetIndexer().Add(got))
 	require.NoError(t, h.o.AdvancedStatefulSets.GetIndexer().Update(advancedSet(3, nil)))
-	_, err = h.c.syncGenerated(context.Background(), "apps.kruise.io|ns/web")
+	_, err = h.c.syncGenerated(context.Background(), "StatefulSet.apps.kruise.io|ns/web")
 	require.NoError(t, err)
 	_, err = h.get(t, "web")
 	require.True(t, apierrors.IsNotFound(err), "%v", err)
@@ -196,7 +205,7 @@ func TestSyncGenerated(t *testing.T) {
 			pps(nil, func(p *v1alpha1.PersistentPodState) {
 				p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps.kruise.io/v1beta1", Kind: "StatefulSet", Name: "web", UID: "set-uid", Controller: ptr.To(true)}}
 			}))
-		_, err := h.c.syncGenerated(context.Background(), "apps|ns/web")
+		_, err := h.c.syncGenerated(context.Background(), "StatefulSet.apps|ns/web")
 		require.NoError(t, err)
 		got, err := h.get(t, "web")
 		require.NoError(t, err)
@@ -233,6 +242,128 @@ func TestEventsQueue(t *testing.T) {
 	})))
 	require.Equal(t, 1, h.c.generate.Len())
 	gkey, _ := h.c.generate.Get()
-	require.Equal(t, "apps|ns/db", gkey)
+	require.Equal(t, "StatefulSet.apps|ns/db", gkey)
 	h.c.generate.Done(gkey)
+}
+
+// resettableMapper is a fixed RESTMapper that counts its resets.
+type resettableMapper struct {
+	meta.RESTMapper
+	resets atomic.Int32
+}
+
+func (m *resettableMapper) Reset() { m.resets.Add(1) }
+
+// TestCustomWorkload follows a white-listed StatefulSet-like kind (as
+// OpenKruise's "statefulsetlike node topology" case does) through a fake
+// dynamic client: its informer starts when the list names it, a
+// generated PersistentPodState records its pods, and it stops when the
+// list drops it.
+func TestCustomWorkload(t *testing.T) {
+	gvk := schema.GroupVersionKind{Group: "apps.kruise.io", Version: "v1beta1", Kind: "StatefulSetLikeTest"}
+	gvr := schema.GroupVersionResource{Group: gvk.Group, Version: gvk.Version, Resource: "statefulsetliketests"}
+	like := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": gvk.GroupVersion().String(), "kind": gvk.Kind,
+		"metadata": map[string]any{"name": "web", "namespace": "ns", "uid": "like-uid", "annotations": map[string]any{
+			wellknown.AnnotationAutoGeneratePersistentPodState: "true",
+			wellknown.AnnotationRequiredPersistentTopology:     zoneKey,
+			wellknown.AnnotationPreferredPersistentTopology:    hostKey,
+			wellknown.AnnotationPersistentPodAnnotations:       "name",
+		}},
+		"spec": map[string]any{"replicas": int64(2)},
+	}}
+	restMapper := meta.NewDefaultRESTMapper(nil)
+	restMapper.Add(gvk, meta.RESTScopeNamespace)
+	mapper := &resettableMapper{RESTMapper: restMapper}
+
+	h := newHarness(t, func(o *Options) {
+		o.Dynamic = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+			map[schema.GroupVersionResource]string{gvr: "StatefulSetLikeTestList"}, like)
+		o.Mapper = mapper
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { h.c.custom.run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	gk := gvk.GroupKind()
+	key := generateKey(gk, "ns", "web")
+	_, err := h.c.syncGenerated(ctx, key)
+	require.NoError(t, err)
+	_, err = h.get(t, "web")
+	require.True(t, apierrors.IsNotFound(err), "not white-listed: nothing generated (%v)", err)
+
+	h.c.setWhiteList(WhiteList{gvk})
+	require.Eventually(t, func() bool {
+		inf := h.c.custom.informer(gk)
+		return inf != nil && inf.HasSynced()
+	}, 10*time.Second, 10*time.Millisecond, "the kind's informer starts and syncs")
+
+	_, err = h.c.syncGenerated(ctx, key)
+	require.NoError(t, err)
+	got, err := h.get(t, "web")
+	require.NoError(t, err)
+	require.Equal(t, v1alpha1.TargetReference{APIVersion: "apps.kruise.io/v1beta1", Kind: "StatefulSetLikeTest", Name: "web"}, got.Spec.TargetReference)
+	require.Equal(t, []metav1.OwnerReference{{APIVersion: "apps.kruise.io/v1beta1", Kind: "StatefulSetLikeTest", Name: "web", UID: "like-uid", Controller: ptr.To(true)}},
+		got.OwnerReferences)
+	require.Equal(t, []v1alpha1.PersistentPodAnnotation{{Key: "name"}}, got.Spec.PersistentPodAnnotations)
+
+	// Its pods are recorded, with their annotation.
+	likePod := func(name, node string) *corev1.Pod {
+		return pod(name, node, true, func(p *corev1.Pod) {
+			p.OwnerReferences[0].Kind, p.OwnerReferences[0].UID = "StatefulSetLikeTest", "like-uid"
+			p.Annotations = map[string]string{"name": name}
+		})
+	}
+	h.cache(t, node("n1", "a"), node("n2", "b"), likePod("web-0", "n1"), likePod("web-1", "n2"))
+	require.NoError(t, h.o.States.GetIndexer().Add(got))
+	h.c.podEvent(likePod("web-0", "n1"))
+	require.Equal(t, 1, h.c.Queue.Len(), "a pod of the white-listed kind queues its PersistentPodState")
+	_, err = h.c.sync(ctx, "ns/web")
+	require.NoError(t, err)
+	got, err = h.get(t, "web")
+	require.NoError(t, err)
+	require.Equal(t, map[string]v1alpha1.PodState{
+		"web-0": {NodeName: "n1", NodeTopologyLabels: map[string]string{hostKey: "n1", zoneKey: "a"}, Annotations: map[string]string{"name": "web-0"}},
+		"web-1": {NodeName: "n2", NodeTopologyLabels: map[string]string{hostKey: "n2", zoneKey: "b"}, Annotations: map[string]string{"name": "web-1"}},
+	}, got.Status.PodStates)
+
+	// Off the list: no longer followed, and nothing is cleared.
+	h.events()
+	h.c.setWhiteList(nil)
+	require.Eventually(t, func() bool { return h.c.custom.informer(gk) == nil }, 10*time.Second, 10*time.Millisecond, "the informer stops")
+	require.NoError(t, h.o.States.GetIndexer().Update(got))
+	_, err = h.c.sync(ctx, "ns/web")
+	require.NoError(t, err)
+	ev := h.events()
+	require.Len(t, ev, 1)
+	require.Contains(t, ev[0], "UnsupportedTarget")
+	require.Contains(t, ev[0], "PPS_Watch_Custom_Workload_WhiteList")
+	got, err = h.get(t, "web")
+	require.NoError(t, err)
+	require.Len(t, got.Status.PodStates, 2)
+
+	t.Run("listed but not served: records kept, looked at again", func(t *testing.T) {
+		h := newHarness(t, func(o *Options) {
+			o.Dynamic = dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())
+			o.Mapper = &resettableMapper{RESTMapper: meta.NewDefaultRESTMapper(nil)}
+		})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { h.c.custom.run(ctx); close(done) }()
+		t.Cleanup(func() { cancel(); <-done })
+		h.c.setWhiteList(WhiteList{gvk})
+		recorded := pps(map[string]v1alpha1.PodState{"web-0": state("n1", "a", nil)}, func(p *v1alpha1.PersistentPodState) {
+			p.Spec.TargetReference = v1alpha1.TargetReference{APIVersion: "apps.kruise.io/v1beta1", Kind: "StatefulSetLikeTest", Name: "web"}
+		})
+		h.cache(t, recorded)
+		after, err := h.c.sync(ctx, "ns/web")
+		require.NoError(t, err)
+		require.Equal(t, customRetry, after)
+		got, err := h.get(t, "web")
+		require.NoError(t, err)
+		require.Equal(t, recorded.Status, got.Status, "nothing is cleared while the kind cannot be read")
+		require.Eventually(t, func() bool { return h.o.Mapper.(*resettableMapper).resets.Load() > 0 }, 10*time.Second, 10*time.Millisecond,
+			"discovery is asked again for a kind it did not know")
+	})
 }

@@ -1,6 +1,7 @@
 package persistentpodstate
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -22,57 +24,108 @@ import (
 )
 
 // The workloads a PersistentPodState can target.
+var (
+	// AppsStatefulSet is the upstream StatefulSet.
+	AppsStatefulSet = schema.GroupKind{Group: "apps", Kind: KindStatefulSet}
+	// KruiseStatefulSet is the Advanced StatefulSet.
+	KruiseStatefulSet = schema.GroupKind{Group: "apps.kruise.io", Kind: KindStatefulSet}
+)
+
 const (
-	// KindStatefulSet is the kind of both targets.
+	// KindStatefulSet is the kind of both built-in targets.
 	KindStatefulSet = "StatefulSet"
-	// GroupApps is the upstream StatefulSet's API group.
-	GroupApps = "apps"
-	// GroupKruise is the Advanced StatefulSet's API group.
-	GroupKruise = "apps.kruise.io"
 	// generatedWeight is the weight of the preferred term of a generated
 	// PersistentPodState, as OpenKruise writes it.
 	generatedWeight = 100
 )
 
-// TargetGroup returns the API group of a targetRef or owner reference
-// that names a StatefulSet Shoal follows (GroupApps or GroupKruise); ok is
-// false for any other kind or group.
-func TargetGroup(apiVersion, kind string) (group string, ok bool) {
-	if kind != KindStatefulSet {
-		return "", false
+// WhiteList is the custom workload kinds of the kruise-configuration
+// ConfigMap's PPS_Watch_Custom_Workload_WhiteList: StatefulSet-like kinds
+// (pods named <workload>-<ordinal>, replicas at spec.replicas) that a
+// PersistentPodState may target besides the two StatefulSets. The version
+// says which version to read a kind at; matching ignores it, as
+// OpenKruise's does.
+type WhiteList []schema.GroupVersionKind
+
+// ParseWhiteList decodes the ConfigMap value {"workloads": [{"Group":
+// "...", "Version": "...", "Kind": "..."}]} (OpenKruise writes the keys
+// capitalised; lowercase ones are read too). An empty value is an empty
+// list; an entry without a group, version or kind is an error naming it.
+func ParseWhiteList(data string) (WhiteList, error) {
+	if strings.TrimSpace(data) == "" {
+		return nil, nil
 	}
+	var v struct {
+		Workloads []struct{ Group, Version, Kind string } `json:"workloads"`
+	}
+	if err := json.Unmarshal([]byte(data), &v); err != nil {
+		return nil, fmt.Errorf("decode %s: %w; want {\"workloads\": [{\"Group\": ..., \"Version\": ..., \"Kind\": ...}]}",
+			wellknown.ConfigPersistentPodStateWatchCustomWorkloadWhiteList, err)
+	}
+	var out WhiteList
+	for i, w := range v.Workloads {
+		if w.Group == "" || w.Version == "" || w.Kind == "" {
+			return nil, fmt.Errorf("%s: workloads[%d] needs Group, Version and Kind, got %+v",
+				wellknown.ConfigPersistentPodStateWatchCustomWorkloadWhiteList, i, w)
+		}
+		gvk := schema.GroupVersionKind{Group: w.Group, Version: w.Version, Kind: w.Kind}
+		if !slices.ContainsFunc(out, func(o schema.GroupVersionKind) bool { return o.GroupKind() == gvk.GroupKind() }) {
+			out = append(out, gvk)
+		}
+	}
+	return out, nil
+}
+
+// Lists reports whether the white list names gk (any version).
+func (l WhiteList) Lists(gk schema.GroupKind) bool {
+	return slices.ContainsFunc(l, func(g schema.GroupVersionKind) bool { return g.GroupKind() == gk })
+}
+
+// TargetKind returns the workload kind a targetRef or owner reference
+// names when a PersistentPodState follows it: a StatefulSet of apps or
+// apps.kruise.io (any version), or a kind of custom; ok is false for any
+// other.
+func TargetKind(apiVersion, kind string, custom WhiteList) (gk schema.GroupKind, ok bool) {
 	gv, err := schema.ParseGroupVersion(apiVersion)
-	if err != nil || (gv.Group != GroupApps && gv.Group != GroupKruise) {
-		return "", false
+	if err != nil {
+		return schema.GroupKind{}, false
 	}
-	return gv.Group, true
+	gk = schema.GroupKind{Group: gv.Group, Kind: kind}
+	return gk, custom.Follows(gk)
 }
 
-// Targets reports whether ref names the StatefulSet of group and name
+// Follows reports whether a PersistentPodState follows workloads of kind
+// gk: the two StatefulSets, and the kinds of the white list.
+func (l WhiteList) Follows(gk schema.GroupKind) bool {
+	return gk == AppsStatefulSet || gk == KruiseStatefulSet || l.Lists(gk)
+}
+
+// Targets reports whether ref names the workload of kind gk and name
 // (the version does not matter: Advanced StatefulSet is served at two).
-func Targets(ref v1alpha1.TargetReference, group, name string) bool {
-	g, ok := TargetGroup(ref.APIVersion, ref.Kind)
-	return ok && g == group && ref.Name == name
+func Targets(ref v1alpha1.TargetReference, gk schema.GroupKind, name string) bool {
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	return err == nil && gv.Group == gk.Group && ref.Kind == gk.Kind && ref.Name == name
 }
 
-// statefulSet is what the controller reads of a target StatefulSet of either
-// kind.
+// statefulSet is what the controller reads of a target: a StatefulSet of
+// either kind, or a StatefulSet-like workload of the white list.
 type statefulSet struct {
-	// group is GroupApps or GroupKruise; apiVersion the version the
+	// kind is the workload's group and kind; apiVersion the version the
 	// coordinator reads it at.
-	group, apiVersion string
-	namespace, name   string
-	uid               types.UID
-	annotations       map[string]string
-	deleting          bool
-	replicas, start   int
-	reserved          [][2]int // inclusive ordinal ranges (Advanced only)
+	kind            schema.GroupKind
+	apiVersion      string
+	namespace, name string
+	uid             types.UID
+	annotations     map[string]string
+	deleting        bool
+	replicas, start int
+	reserved        [][2]int // inclusive ordinal ranges (Advanced only)
 }
 
 // fromStatefulSet reads an upstream StatefulSet.
 func fromStatefulSet(s *appsv1.StatefulSet) *statefulSet {
 	w := &statefulSet{
-		group: GroupApps, apiVersion: appsv1.SchemeGroupVersion.String(), namespace: s.Namespace, name: s.Name, uid: s.UID,
+		kind: AppsStatefulSet, apiVersion: appsv1.SchemeGroupVersion.String(), namespace: s.Namespace, name: s.Name, uid: s.UID,
 		annotations: s.Annotations, deleting: s.DeletionTimestamp != nil, replicas: int(ptr.Deref(s.Spec.Replicas, 1)),
 	}
 	if s.Spec.Ordinals != nil && s.Spec.Ordinals.Start > 0 {
@@ -84,7 +137,7 @@ func fromStatefulSet(s *appsv1.StatefulSet) *statefulSet {
 // fromAdvanced reads an Advanced StatefulSet.
 func fromAdvanced(s *v1beta1.StatefulSet) *statefulSet {
 	w := &statefulSet{
-		group: GroupKruise, apiVersion: v1beta1.SchemeGroupVersion.String(), namespace: s.Namespace, name: s.Name, uid: s.UID,
+		kind: KruiseStatefulSet, apiVersion: v1beta1.SchemeGroupVersion.String(), namespace: s.Namespace, name: s.Name, uid: s.UID,
 		annotations: s.Annotations, deleting: s.DeletionTimestamp != nil, replicas: int(ptr.Deref(s.Spec.Replicas, 1)),
 		reserved: reservedRanges(s.Spec.ReserveOrdinals),
 	}
@@ -92,6 +145,17 @@ func fromAdvanced(s *v1beta1.StatefulSet) *statefulSet {
 		w.start = int(s.Spec.Ordinals.Start)
 	}
 	return w
+}
+
+// fromCustom reads a StatefulSet-like workload of the white list: its
+// replicas at spec.replicas (0 when unset, as OpenKruise reads them),
+// ordinals from 0.
+func fromCustom(gk schema.GroupKind, u *unstructured.Unstructured) *statefulSet {
+	replicas, _, _ := unstructured.NestedInt64(u.Object, "spec", "replicas")
+	return &statefulSet{
+		kind: gk, apiVersion: u.GetAPIVersion(), namespace: u.GetNamespace(), name: u.GetName(), uid: u.GetUID(),
+		annotations: u.GetAnnotations(), deleting: u.GetDeletionTimestamp() != nil, replicas: int(replicas),
+	}
 }
 
 // reservedRanges parses reserveOrdinals: integers and "a-b" ranges
@@ -155,20 +219,20 @@ func ordinalOf(set, pod string) int {
 	return ord
 }
 
-// controllerIs reports whether ref is a StatefulSet controller reference
-// of group and name.
-func controllerIs(ref *metav1.OwnerReference, group, name string) bool {
-	if ref == nil || ref.Name != name {
+// controllerIs reports whether ref is a controller reference to the
+// workload of kind gk and name.
+func controllerIs(ref *metav1.OwnerReference, gk schema.GroupKind, name string) bool {
+	if ref == nil || ref.Name != name || ref.Kind != gk.Kind {
 		return false
 	}
-	g, ok := TargetGroup(ref.APIVersion, ref.Kind)
-	return ok && g == group
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	return err == nil && gv.Group == gk.Group
 }
 
 // ownsPod reports whether the workload is the pod's controller.
 func (w *statefulSet) ownsPod(p *corev1.Pod) bool {
 	ref := metav1.GetControllerOf(p)
-	return controllerIs(ref, w.group, w.name) && ref.UID == w.uid
+	return controllerIs(ref, w.kind, w.name) && ref.UID == w.uid
 }
 
 // recordable reports whether a pod's state is recorded: it is scheduled,
@@ -339,7 +403,7 @@ func generated(w *statefulSet) *v1alpha1.PersistentPodState {
 			OwnerReferences: []metav1.OwnerReference{w.controllerRef()},
 		},
 		Spec: v1alpha1.PersistentPodStateSpec{
-			TargetReference: v1alpha1.TargetReference{APIVersion: w.apiVersion, Kind: KindStatefulSet, Name: w.name},
+			TargetReference: v1alpha1.TargetReference{APIVersion: w.apiVersion, Kind: w.kind.Kind, Name: w.name},
 		},
 	}
 	if len(required) > 0 {
@@ -360,14 +424,14 @@ func generated(w *statefulSet) *v1alpha1.PersistentPodState {
 // carries (no blockOwnerDeletion: the coordinator needs no finalizers
 // permission on upstream StatefulSets).
 func (w *statefulSet) controllerRef() metav1.OwnerReference {
-	return metav1.OwnerReference{APIVersion: w.apiVersion, Kind: KindStatefulSet, Name: w.name, UID: w.uid, Controller: ptr.To(true)}
+	return metav1.OwnerReference{APIVersion: w.apiVersion, Kind: w.kind.Kind, Name: w.name, UID: w.uid, Controller: ptr.To(true)}
 }
 
 // generatedBy reports whether pps was generated for w: its controller is
 // w (same UID).
 func generatedBy(pps *v1alpha1.PersistentPodState, w *statefulSet) bool {
 	ref := metav1.GetControllerOf(pps)
-	return controllerIs(ref, w.group, w.name) && ref.UID == w.uid
+	return controllerIs(ref, w.kind, w.name) && ref.UID == w.uid
 }
 
 // generation is what to do about the PersistentPodState named after a
@@ -419,9 +483,9 @@ func decideGeneration(w *statefulSet, desired, existing *v1alpha1.PersistentPodS
 			return keep
 		}
 		return update
-	case controllerIs(ref, w.group, w.name):
+	case controllerIs(ref, w.kind, w.name):
 		return update // generated for a same-named workload now gone
-	case ref == nil && Targets(existing.Spec.TargetReference, w.group, w.name):
+	case ref == nil && Targets(existing.Spec.TargetReference, w.kind, w.name):
 		return update // the user's, or orphaned: adopt it
 	default:
 		return conflict

@@ -7,6 +7,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -22,25 +24,77 @@ const (
 	ipKey   = "example.com/ip"
 )
 
-func TestTargetGroup(t *testing.T) {
+func TestTargetKind(t *testing.T) {
+	widget := schema.GroupKind{Group: "example.io", Kind: "Widget"}
+	custom := WhiteList{{Group: "example.io", Version: "v1", Kind: "Widget"}}
 	for _, tc := range []struct {
 		apiVersion, kind string
-		want             string
+		custom           WhiteList
+		want             schema.GroupKind
 		ok               bool
 	}{
-		{"apps/v1", "StatefulSet", GroupApps, true},
-		{"apps.kruise.io/v1beta1", "StatefulSet", GroupKruise, true},
-		{"apps.kruise.io/v1alpha1", "StatefulSet", GroupKruise, true},
-		{"apps/v1", "Deployment", "", false},
-		{"example.com/v1", "StatefulSet", "", false},
-		{"a/b/c", "StatefulSet", "", false},
+		{"apps/v1", "StatefulSet", nil, AppsStatefulSet, true},
+		{"apps.kruise.io/v1beta1", "StatefulSet", nil, KruiseStatefulSet, true},
+		{"apps.kruise.io/v1alpha1", "StatefulSet", nil, KruiseStatefulSet, true},
+		{"apps/v1", "Deployment", custom, schema.GroupKind{Group: "apps", Kind: "Deployment"}, false},
+		{"example.com/v1", "StatefulSet", custom, schema.GroupKind{Group: "example.com", Kind: "StatefulSet"}, false},
+		{"a/b/c", "StatefulSet", nil, schema.GroupKind{}, false},
+		{"example.io/v1", "Widget", nil, widget, false},
+		{"example.io/v1", "Widget", custom, widget, true},
+		{"example.io/v2", "Widget", custom, widget, true}, // the version does not matter, as in OpenKruise
+		{"example.io/v1", "Gadget", custom, schema.GroupKind{Group: "example.io", Kind: "Gadget"}, false},
 	} {
 		t.Run(tc.apiVersion+" "+tc.kind, func(t *testing.T) {
-			got, ok := TargetGroup(tc.apiVersion, tc.kind)
+			got, ok := TargetKind(tc.apiVersion, tc.kind, tc.custom)
 			require.Equal(t, tc.ok, ok)
 			require.Equal(t, tc.want, got)
 		})
 	}
+}
+
+func TestParseWhiteList(t *testing.T) {
+	for _, tc := range []struct {
+		name, data string
+		want       WhiteList
+		err        string
+	}{
+		{"empty", "", nil, ""},
+		{"as OpenKruise's e2e writes it", `{"workloads":[{"Group":"apps.kruise.io","Version":"v1beta1","Kind":"StatefulSetLikeTest"}]}`,
+			WhiteList{{Group: "apps.kruise.io", Version: "v1beta1", Kind: "StatefulSetLikeTest"}}, ""},
+		{"lowercase keys", `{"workloads":[{"group":"example.io","version":"v1","kind":"Widget"}]}`,
+			WhiteList{{Group: "example.io", Version: "v1", Kind: "Widget"}}, ""},
+		{"a kind twice is followed once", `{"workloads":[{"Group":"g","Version":"v1","Kind":"K"},{"Group":"g","Version":"v2","Kind":"K"}]}`,
+			WhiteList{{Group: "g", Version: "v1", Kind: "K"}}, ""},
+		{"not JSON", `{`, nil, "decode PPS_Watch_Custom_Workload_WhiteList"},
+		{"no version", `{"workloads":[{"Group":"g","Kind":"K"}]}`, nil, "workloads[0] needs Group, Version and Kind"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseWhiteList(tc.data)
+			if tc.err != "" {
+				require.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func TestFromCustom(t *testing.T) {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "example.io/v1", "kind": "Widget",
+		"metadata": map[string]any{"name": "w", "namespace": "ns", "uid": "w-uid", "annotations": map[string]any{"a": "b"}},
+		"spec":     map[string]any{"replicas": int64(3)},
+	}}
+	gk := schema.GroupKind{Group: "example.io", Kind: "Widget"}
+	w := fromCustom(gk, u)
+	require.Equal(t, &statefulSet{kind: gk, apiVersion: "example.io/v1", namespace: "ns", name: "w", uid: "w-uid",
+		annotations: map[string]string{"a": "b"}, replicas: 3}, w)
+	require.True(t, w.wantsOrdinal(2))
+	require.False(t, w.wantsOrdinal(3))
+	unstructured.RemoveNestedField(u.Object, "spec", "replicas")
+	require.Zero(t, fromCustom(gk, u).replicas, "no spec.replicas is 0, as OpenKruise reads it")
+	require.Equal(t, metav1.OwnerReference{APIVersion: "example.io/v1", Kind: "Widget", Name: "w", UID: "w-uid", Controller: ptr.To(true)}, w.controllerRef())
 }
 
 func TestWantsOrdinal(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/validate/content"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
 
 	"github.com/shoal-io/shoal/coordinator/persistentpodstate"
@@ -54,24 +55,33 @@ func (f PersistentPodStateListerFunc) PersistentPodStates(namespace string) ([]*
 // placement and annotations, and the validation of PersistentPodStates.
 type PersistentPodStateAdmission struct {
 	states PersistentPodStateLister
+	custom func() persistentpodstate.WhiteList
 }
 
 // NewPersistentPodStateAdmission returns the webhooks over states.
 func NewPersistentPodStateAdmission(states PersistentPodStateLister) *PersistentPodStateAdmission {
-	return &PersistentPodStateAdmission{states: states}
+	return &PersistentPodStateAdmission{states: states, custom: func() persistentpodstate.WhiteList { return nil }}
+}
+
+// WithCustomWorkloads makes the webhooks accept, and act for, the
+// StatefulSet-like kinds list returns (the controller's white list, from
+// PPS_Watch_Custom_Workload_WhiteList).
+func (a *PersistentPodStateAdmission) WithCustomWorkloads(list func() persistentpodstate.WhiteList) *PersistentPodStateAdmission {
+	a.custom = list
+	return a
 }
 
 // stateFor returns the PersistentPodState (not being deleted) in namespace
-// that targets the StatefulSet of group and name; of several (which the
+// that targets the workload of kind gk and name; of several (which the
 // validation refuses), the first by name.
-func (a *PersistentPodStateAdmission) stateFor(namespace, group, name string) (*v1alpha1.PersistentPodState, error) {
+func (a *PersistentPodStateAdmission) stateFor(namespace string, gk schema.GroupKind, name string) (*v1alpha1.PersistentPodState, error) {
 	all, err := a.states.PersistentPodStates(namespace)
 	if err != nil {
 		return nil, fmt.Errorf("list the PersistentPodStates of namespace %s: %w", namespace, err)
 	}
 	var found *v1alpha1.PersistentPodState
 	for _, pps := range all {
-		if pps.DeletionTimestamp == nil && persistentpodstate.Targets(pps.Spec.TargetReference, group, name) &&
+		if pps.DeletionTimestamp == nil && persistentpodstate.Targets(pps.Spec.TargetReference, gk, name) &&
 			(found == nil || pps.Name < found.Name) {
 			found = pps
 		}
@@ -80,7 +90,8 @@ func (a *PersistentPodStateAdmission) stateFor(namespace, group, name string) (*
 }
 
 // MutatePod handles pod CREATE. A pod whose controller is a StatefulSet
-// (apps or apps.kruise.io) targeted by a PersistentPodState that has a
+// (apps or apps.kruise.io), or a white-listed StatefulSet-like workload,
+// targeted by a PersistentPodState that has a
 // record of the pod's name gets, as OpenKruise's pod webhook gives it:
 //   - spec.nodeSelector entries with the recorded value of each
 //     requiredPersistentTopology key (an entry of the same key is
@@ -108,12 +119,12 @@ func (a *PersistentPodStateAdmission) MutatePod(ctx context.Context, req *admiss
 	if ref == nil || pod.Name == "" {
 		return allowed
 	}
-	group, ok := persistentpodstate.TargetGroup(ref.APIVersion, ref.Kind)
+	gk, ok := persistentpodstate.TargetKind(ref.APIVersion, ref.Kind, a.custom())
 	if !ok {
 		return allowed
 	}
 	namespace := cmp.Or(pod.Namespace, req.Namespace)
-	pps, err := a.stateFor(namespace, group, ref.Name)
+	pps, err := a.stateFor(namespace, gk, ref.Name)
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "PersistentPodState lookup; the pod is created unchanged", "pod", klog.KRef(namespace, pod.Name))
 		return allowed
@@ -133,7 +144,7 @@ func (a *PersistentPodStateAdmission) MutatePod(ctx context.Context, req *admiss
 	if err != nil {
 		return allowed
 	}
-	klog.FromContext(ctx).V(2).Info("Gave a StatefulSet pod its recorded state", "pod", klog.KRef(namespace, pod.Name),
+	klog.FromContext(ctx).V(2).Info("Gave a pod its recorded state", "pod", klog.KRef(namespace, pod.Name),
 		"persistentPodState", pps.Name, "node", state.NodeName)
 	pt := admissionv1.PatchTypeJSONPatch
 	return &admissionv1.AdmissionResponse{Allowed: true, Patch: patch, PatchType: &pt}
@@ -247,9 +258,9 @@ var persistentPodStateTargets = []string{"apps/v1", "apps.kruise.io/v1beta1", "a
 // fields as the request's version spells them). It denies, each with the
 // field and the fix:
 //   - a targetRef other than a StatefulSet of apps/v1 or
-//     apps.kruise.io/v1beta1 or v1alpha1 (OpenKruise's custom workloads of
-//     PPS_Watch_Custom_Workload_WhiteList are not supported), or whose
-//     name is not a valid StatefulSet name;
+//     apps.kruise.io/v1beta1 or v1alpha1, or a kind of the custom workload
+//     white list (PPS_Watch_Custom_Workload_WhiteList, any version), or
+//     whose name is not a valid object name;
 //   - an empty list of node topology keys, or a key that is not a valid
 //     label key;
 //   - a persistentPodAnnotations key that is not a valid annotation key;
@@ -270,19 +281,19 @@ func (a *PersistentPodStateAdmission) Validate(ctx context.Context, req *admissi
 	if req.RequestKind != nil && req.RequestKind.Version == "v1beta1" {
 		keysField = "keys"
 	}
-	problems := checkPersistentPodStateSpec(&pps.Spec, keysField)
+	problems := checkPersistentPodStateSpec(&pps.Spec, keysField, a.custom())
 	if req.Operation == admissionv1.Create && len(problems) == 0 {
 		ref := pps.Spec.TargetReference
-		group, _ := persistentpodstate.TargetGroup(ref.APIVersion, ref.Kind)
+		gk, _ := persistentpodstate.TargetKind(ref.APIVersion, ref.Kind, a.custom())
 		namespace := cmp.Or(pps.Namespace, req.Namespace)
 		all, err := a.states.PersistentPodStates(namespace)
 		if err != nil {
 			klog.FromContext(ctx).Error(err, "List PersistentPodStates; the targetRef conflict check is skipped")
 		}
 		for _, other := range all {
-			if other.Name != pps.Name && other.DeletionTimestamp == nil && persistentpodstate.Targets(other.Spec.TargetReference, group, ref.Name) {
-				problems = append(problems, fmt.Sprintf("spec.targetRef: %s StatefulSet %s is already the target of PersistentPodState %s; a StatefulSet's pods follow one PersistentPodState: edit %s or delete it first",
-					group, ref.Name, other.Name, other.Name))
+			if other.Name != pps.Name && other.DeletionTimestamp == nil && persistentpodstate.Targets(other.Spec.TargetReference, gk, ref.Name) {
+				problems = append(problems, fmt.Sprintf("spec.targetRef: %s %s is already the target of PersistentPodState %s; a workload's pods follow one PersistentPodState: edit %s or delete it first",
+					describeKind(gk), ref.Name, other.Name, other.Name))
 				break
 			}
 		}
@@ -294,17 +305,21 @@ func (a *PersistentPodStateAdmission) Validate(ctx context.Context, req *admissi
 }
 
 // checkPersistentPodStateSpec checks what the CRD cannot; keysField is
-// the request version's name of nodeTopologyKeys.
-func checkPersistentPodStateSpec(spec *v1alpha1.PersistentPodStateSpec, keysField string) []string {
+// the request version's name of nodeTopologyKeys, custom the white list.
+func checkPersistentPodStateSpec(spec *v1alpha1.PersistentPodStateSpec, keysField string, custom persistentpodstate.WhiteList) []string {
 	var problems []string
 	ref := spec.TargetReference
-	if ref.Kind != persistentpodstate.KindStatefulSet || !slices.Contains(persistentPodStateTargets, ref.APIVersion) {
-		problems = append(problems, fmt.Sprintf("spec.targetRef: %s %s is not supported; a PersistentPodState targets a StatefulSet: set kind StatefulSet and apiVersion %s",
-			ref.APIVersion, ref.Kind, strings.Join(persistentPodStateTargets, ", or ")))
+	gk, listed := persistentpodstate.TargetKind(ref.APIVersion, ref.Kind, custom)
+	listed = listed && custom.Lists(gk)
+	if !listed && (ref.Kind != persistentpodstate.KindStatefulSet || !slices.Contains(persistentPodStateTargets, ref.APIVersion)) {
+		problems = append(problems, fmt.Sprintf("spec.targetRef: %s %s is not supported; a PersistentPodState targets a StatefulSet: set kind StatefulSet and apiVersion %s, "+
+			"or ask the cluster administrator to add the kind to %s of ConfigMap %s",
+			ref.APIVersion, ref.Kind, strings.Join(persistentPodStateTargets, ", or "),
+			wellknown.ConfigPersistentPodStateWatchCustomWorkloadWhiteList, wellknown.ConfigMapKruiseConfiguration))
 	}
 	if ref.Name != "" {
 		for _, msg := range content.IsDNS1123Subdomain(ref.Name) {
-			problems = append(problems, fmt.Sprintf("spec.targetRef.name: %q is not a StatefulSet name: %s", ref.Name, msg))
+			problems = append(problems, fmt.Sprintf("spec.targetRef.name: %q is not a %s name: %s", ref.Name, ref.Kind, msg))
 		}
 	}
 	checkKeys := func(path string, keys []string) {
@@ -329,4 +344,10 @@ func checkPersistentPodStateSpec(spec *v1alpha1.PersistentPodStateSpec, keysFiel
 		}
 	}
 	return problems
+}
+
+// describeKind names a PersistentPodState target kind in messages: "apps
+// StatefulSet", "apps.kruise.io StatefulSet", "example.io Widget".
+func describeKind(gk schema.GroupKind) string {
+	return gk.Group + " " + gk.Kind
 }

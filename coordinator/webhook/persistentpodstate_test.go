@@ -16,6 +16,7 @@ import (
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
+	"github.com/shoal-io/shoal/coordinator/persistentpodstate"
 	"github.com/shoal-io/shoal/protocol/apis/apps/v1alpha1"
 	"github.com/shoal-io/shoal/protocol/apis/wellknown"
 )
@@ -99,8 +100,29 @@ func TestPersistentPodStateMutatePod(t *testing.T) {
 		selector    map[string]string
 		annotations map[string]string
 		affinity    *corev1.Affinity
+		custom      persistentpodstate.WhiteList
 	}{
 		{name: "a new pod gets the recorded state", pod: stsPod(), states: []*v1alpha1.PersistentPodState{testPPS()}},
+		{
+			name: "a white-listed StatefulSet-like workload's pod",
+			pod: stsPod(func(p *corev1.Pod) {
+				p.OwnerReferences[0].APIVersion, p.OwnerReferences[0].Kind = "example.io/v1", "Widget"
+			}),
+			states: []*v1alpha1.PersistentPodState{testPPS(func(s *v1alpha1.PersistentPodState) {
+				s.Spec.TargetReference.APIVersion, s.Spec.TargetReference.Kind = "example.io/v2", "Widget"
+			})},
+			custom: persistentpodstate.WhiteList{{Group: "example.io", Version: "v1", Kind: "Widget"}},
+		},
+		{
+			name: "the same kind, not white-listed",
+			pod: stsPod(func(p *corev1.Pod) {
+				p.OwnerReferences[0].APIVersion, p.OwnerReferences[0].Kind = "example.io/v1", "Widget"
+			}),
+			states: []*v1alpha1.PersistentPodState{testPPS(func(s *v1alpha1.PersistentPodState) {
+				s.Spec.TargetReference.APIVersion, s.Spec.TargetReference.Kind = "example.io/v1", "Widget"
+			})},
+			unchanged: true,
+		},
 		{
 			name: "existing selector, affinity and annotations are kept or extended",
 			pod: stsPod(func(p *corev1.Pod) {
@@ -158,7 +180,8 @@ func TestPersistentPodStateMutatePod(t *testing.T) {
 			if op == "" {
 				op = admissionv1.Create
 			}
-			a := NewPersistentPodStateAdmission(ppsLister(tc.listErr, tc.states...))
+			a := NewPersistentPodStateAdmission(ppsLister(tc.listErr, tc.states...)).
+				WithCustomWorkloads(func() persistentpodstate.WhiteList { return tc.custom })
 			resp := a.MutatePod(context.Background(), &admissionv1.AdmissionRequest{Operation: op, Namespace: tc.pod.Namespace, Object: runtime.RawExtension{Raw: raw}})
 			require.True(t, resp.Allowed)
 			if tc.unchanged {
@@ -199,6 +222,12 @@ func TestPersistentPodStateValidate(t *testing.T) {
 		version string
 		want    []string // message parts; none: allowed
 	}{
+		{name: "a white-listed kind, any version", pps: testPPS(func(s *v1alpha1.PersistentPodState) {
+			s.Spec.TargetReference = v1alpha1.TargetReference{APIVersion: "example.io/v2", Kind: "Widget", Name: "web"}
+		})},
+		{name: "a kind not on the white list", pps: testPPS(func(s *v1alpha1.PersistentPodState) {
+			s.Spec.TargetReference = v1alpha1.TargetReference{APIVersion: "example.io/v1", Kind: "Gadget", Name: "web"}
+		}), want: []string{"spec.targetRef: example.io/v1 Gadget is not supported", "add the kind to PPS_Watch_Custom_Workload_WhiteList of ConfigMap kruise-configuration"}},
 		{name: "valid, no other", pps: testPPS(func(s *v1alpha1.PersistentPodState) { s.Spec.TargetReference.Name = "db" })},
 		{name: "valid upstream", pps: testPPS(func(s *v1alpha1.PersistentPodState) {
 			s.Spec.TargetReference = v1alpha1.TargetReference{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "web"}
@@ -241,7 +270,10 @@ func TestPersistentPodStateValidate(t *testing.T) {
 			case "status":
 				req.SubResource = "status"
 			}
-			resp := NewPersistentPodStateAdmission(ppsLister(nil, existing)).Validate(context.Background(), req)
+			resp := NewPersistentPodStateAdmission(ppsLister(nil, existing)).
+				WithCustomWorkloads(func() persistentpodstate.WhiteList {
+					return persistentpodstate.WhiteList{{Group: "example.io", Version: "v1", Kind: "Widget"}}
+				}).Validate(context.Background(), req)
 			if len(tc.want) == 0 {
 				require.True(t, resp.Allowed, "%+v", resp.Result)
 				return

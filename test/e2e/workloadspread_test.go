@@ -16,7 +16,6 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -1091,53 +1090,12 @@ func wsDeployment(f *framework.Framework, name string, replicas int32) *appsv1.D
 // wsTFJobs is the TFJob resource.
 var wsTFJobs = schema.GroupVersionResource{Group: "kubeflow.org", Version: "v1", Resource: "tfjobs"}
 
-// installTFJobs installs a TFJob CRD (kubeflow.org/v1, any content) unless
-// the cluster has one, deleting it when the test ends if it made it, and
+// installTFJobs installs a TFJob CRD (kubeflow.org/v1, any content) and
 // lets the coordinator read TFJobs (OpenKruise's e2e ClusterRole
 // kruise-e2e-access) until the test ends. It returns the resource.
 func (w *wsTester) installTFJobs() schema.GroupVersionResource {
 	w.t.Helper()
-	ctx, f := w.ctx, w.f
-	crdGVR := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	crdName := wsTFJobs.Resource + "." + wsTFJobs.Group
-	crd := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-		"metadata": map[string]any{"name": crdName},
-		"spec": map[string]any{
-			"group": wsTFJobs.Group, "scope": "Namespaced",
-			"names": map[string]any{"plural": wsTFJobs.Resource, "singular": "tfjob", "kind": "TFJob", "listKind": "TFJobList"},
-			"versions": []any{map[string]any{"name": wsTFJobs.Version, "served": true, "storage": true,
-				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}},
-		},
-	}}
-	_, err := f.Dynamic.Resource(crdGVR).Create(ctx, crd, metav1.CreateOptions{})
-	switch {
-	case apierrors.IsAlreadyExists(err):
-		w.t.Logf("CRD %s exists: using it, leaving it", crdName)
-	case err != nil:
-		require.NoError(w.t, err, "create CRD %s", crdName)
-	default:
-		w.t.Cleanup(func() {
-			_ = f.Dynamic.Resource(crdGVR).Delete(context.WithoutCancel(ctx), crdName, metav1.DeleteOptions{})
-		})
-	}
-
-	name := "ws-tfjobs-" + f.Namespace
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{wsTFJobs.Group}, Resources: []string{wsTFJobs.Resource}, Verbs: []string{"get", "list", "watch"}}}}
-	_, err = f.Kube.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{})
-	require.NoError(w.t, err)
-	w.t.Cleanup(func() {
-		_ = f.Kube.RbacV1().ClusterRoles().Delete(context.WithoutCancel(ctx), name, metav1.DeleteOptions{})
-	})
-	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: name},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "shoal-coordinator", Namespace: framework.ShoalNamespace}}}
-	_, err = f.Kube.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{})
-	require.NoError(w.t, err)
-	w.t.Cleanup(func() {
-		_ = f.Kube.RbacV1().ClusterRoleBindings().Delete(context.WithoutCancel(ctx), name, metav1.DeleteOptions{})
-	})
+	installCustomKind(w.ctx, w.t, w.f, wsTFJobs, "TFJob")
 	return wsTFJobs
 }
 
@@ -1192,64 +1150,10 @@ func (w *wsTester) createTFJob(gvr schema.GroupVersionResource, name string, ps,
 
 // allowCustomWorkloads adds entries to the
 // WorkloadSpread_Watch_Custom_Workload_WhiteList of the coordinator's
-// kruise-configuration ConfigMap (OpenKruise's e2e deploys its manager
-// with them) and removes them when the test ends. Other entries and keys
-// stay.
+// kruise-configuration ConfigMap until the test ends.
 func (w *wsTester) allowCustomWorkloads(entries ...map[string]any) {
 	w.t.Helper()
-	cms := w.f.Kube.CoreV1().ConfigMaps(framework.ShoalNamespace)
-	key := wellknown.ConfigWorkloadSpreadWatchCustomWorkloadWhiteList
-	edit := func(ctx context.Context, change func([]map[string]any) []map[string]any) error {
-		return framework.WaitFor(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
-			cm, err := cms.Get(ctx, wellknown.ConfigMapKruiseConfiguration, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: wellknown.ConfigMapKruiseConfiguration, Namespace: framework.ShoalNamespace}}
-				err = nil
-			}
-			if err != nil {
-				return false, err
-			}
-			var list struct {
-				Workloads []map[string]any `json:"workloads"`
-			}
-			if v := cm.Data[key]; strings.TrimSpace(v) != "" {
-				if err := json.Unmarshal([]byte(v), &list); err != nil {
-					return false, fmt.Errorf("ConfigMap %s key %s: %w", cm.Name, key, err)
-				}
-			}
-			list.Workloads = change(list.Workloads)
-			b, err := json.Marshal(list)
-			if err != nil {
-				return false, err
-			}
-			if cm.Data == nil {
-				cm.Data = map[string]string{}
-			}
-			cm.Data[key] = string(b)
-			if cm.ResourceVersion == "" {
-				_, err = cms.Create(ctx, cm, metav1.CreateOptions{})
-			} else {
-				_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
-			}
-			return err == nil, nil
-		})
-	}
-	require.NoError(w.t, edit(w.ctx, func(list []map[string]any) []map[string]any { return append(list, entries...) }))
-	w.t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		err := edit(ctx, func(list []map[string]any) []map[string]any {
-			for _, mine := range entries {
-				if i := slices.IndexFunc(list, func(e map[string]any) bool { return reflect.DeepEqual(e, mine) }); i >= 0 {
-					list = slices.Delete(list, i, i+1)
-				}
-			}
-			return list
-		})
-		if err != nil {
-			w.t.Logf("remove the WorkloadSpread white list entries: %v", err)
-		}
-	})
+	addWhiteListEntries(w.ctx, w.t, wellknown.ConfigWorkloadSpreadWatchCustomWorkloadWhiteList, w.f, entries...)
 }
 
 // TestWorkloadSpreadV1beta1 ports OpenKruise's "WorkloadSpread v1beta1"
