@@ -224,6 +224,8 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	log := klog.FromContext(ctx).WithValues("daemonset", key)
 	ctx = klog.NewContext(ctx, log)
 
+	// Expectations before pods: see the CloneSet controller's sync.
+	satisfied, waiting := c.Expect.Satisfied(key)
 	candidates, err := c.pods.ByIndex(cache.NamespaceIndex, ds.Namespace)
 	if err != nil {
 		return 0, err
@@ -269,7 +271,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		return 0, err
 	}
 	var errs []error
-	if ok, waiting := c.Expect.Satisfied(key); !ok {
+	if !satisfied {
 		log.V(2).Info("Waiting for the informer to show earlier changes", "pending", waiting)
 		p.requeueAfter = c.Expect.NextExpiry(key)
 	} else {

@@ -179,6 +179,8 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	log := klog.FromContext(ctx).WithValues("statefulset", key)
 	ctx = klog.NewContext(ctx, log)
 
+	// Expectations before pods: see the CloneSet controller's sync.
+	satisfied, waiting := c.Expect.Satisfied(key)
 	pods, err := c.claimPods(ctx, set)
 	if err != nil {
 		return 0, err
@@ -209,7 +211,6 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	if !names[current] {
 		current = update.Name
 	}
-	satisfied, waiting := c.Expect.Satisfied(key)
 	in := input{set: set, pods: pods, current: current, update: update.Name, now: c.o.Clock.Now(), updatesSeen: satisfied}
 	if ru := set.Spec.UpdateStrategy.RollingUpdate; ru != nil && ru.PodUpdatePolicy != "" && ru.PodUpdatePolicy != v1beta1.RecreatePodUpdateStrategyType {
 		in.inPlace = func(pod *corev1.Pod) (*inplace.Spec, error) { return c.inPlaceSpec(set, pod, update.Name) }

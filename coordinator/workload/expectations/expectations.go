@@ -87,6 +87,11 @@ func (e *Expectations) Observe(key string, action Action, pod string) {
 // Satisfied reports whether the workload may scale: nothing it expects is
 // pending, except what has waited longer than the timeout (dropped now).
 // It returns what still holds it back, sorted, for logs and events.
+//
+// Call it before reading the workload's pods from the informer, never
+// after: a pod the informer shows in between would be observed, so the
+// answer is yes, and yet missing from the pods read, so the sync would
+// create or delete again what is already done.
 func (e *Expectations) Satisfied(key string) (bool, []string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
