@@ -45,6 +45,7 @@ var serialTests = []string{
 	"TestPodUnavailableBudgetDrain",
 	"TestStatefulSetRecreatesMissingPVC",
 	"TestResourceDistributionAllNamespaces",
+	"TestDaemonSetIgnoresNotReadyNodes",
 }
 
 // serial marks t as a test of the serial group. It fails t if t is not in
