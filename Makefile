@@ -75,7 +75,7 @@ cluster-env: $(SHOAL_CLUSTER) ## Print export lines for the local cluster: eval 
 verify: ## gofmt, vet, staticcheck, generated code up to date, go mod tidy, one Kubernetes version.
 	$(STAGE) verify hack/verify.sh
 
-generate: ## Regenerate deepcopy, clientset, listers, informers and CRDs from protocol/apis.
+generate: ## Regenerate deepcopy, clientset, listers, informers and CRDs from protocol/apis, and the Helm chart's templates from deploy/.
 	hack/update-codegen.sh
 
 images: ## Build Shoal's images without Docker for every platform and push them to the registry (refs in .cache/images.txt).

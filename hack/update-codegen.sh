@@ -2,7 +2,7 @@
 # Regenerates everything derived from protocol/apis: deepcopy functions,
 # the typed clientset, listers and informers (k8s.io/code-generator), and the
 # CRD manifests in deploy/crds (controller-gen). Tool versions are pinned in
-# hack/tools/go.mod.
+# hack/tools/go.mod. Last, the Helm chart's templates from deploy/ (hack/genchart).
 # hack/verify.sh runs it in a scratch copy of the tree and compares.
 set -euo pipefail
 
@@ -72,3 +72,6 @@ go build -modfile=hack/tools/go.mod -o "$toolbin/" \
   google.golang.org/grpc/cmd/protoc-gen-go-grpc
 rm -f protocol/nodework/v1/*.pb.go
 (cd protocol/nodework && PATH="$toolbin:$PATH" buf lint && PATH="$toolbin:$PATH" buf generate)
+
+echo "genchart (deploy/helm/shoal templates from deploy/)"
+go run ./hack/genchart

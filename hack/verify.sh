@@ -27,7 +27,7 @@ step staticcheck
 go tool -modfile=hack/tools/go.mod staticcheck -tags e2e,bench $(go list -tags e2e,bench ./... | grep -v '/protocol/client/') || bad "staticcheck"
 
 step "go mod tidy"
-for mod in . hack/tools; do
+for mod in . hack/tools hack/tools/helm; do
   tmp=$(mktemp -d)
   cp "$mod/go.mod" "$mod/go.sum" "$tmp/"
   # -e for the tools module: some test-only dependencies of buf's own
@@ -56,7 +56,7 @@ scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 tar --exclude=.git --exclude=.cache -cf - . | tar -C "$scratch" -xf -
 if (cd "$scratch" && hack/update-codegen.sh >/dev/null); then
-  for d in protocol deploy/crds; do
+  for d in protocol deploy/crds deploy/helm; do
     diff -r "$d" "$scratch/$d" >/dev/null || {
       diff -r "$d" "$scratch/$d" | head -20 >&2
       bad "generated code in $d is stale (run: make generate)"
@@ -65,6 +65,19 @@ if (cd "$scratch" && hack/update-codegen.sh >/dev/null); then
 else
   bad "hack/update-codegen.sh failed"
 fi
+
+step "helm chart"
+# The chart (deploy/helm/shoal, its templates generated from deploy/ by
+# hack/genchart) lints, and renders deploy/'s objects with its defaults.
+helm() { go tool -modfile=hack/tools/helm/go.mod helm "$@"; }
+rendered=$(mktemp)
+if helm lint --quiet --namespace shoal-system --kube-version "$KUBE_VERSION" deploy/helm/shoal &&
+   helm template shoal deploy/helm/shoal --namespace shoal-system --kube-version "$KUBE_VERSION" > "$rendered"; then
+  go run ./hack/genchart check "$rendered" || bad "the Helm chart does not render deploy/ (see above)"
+else
+  bad "helm lint or helm template of deploy/helm/shoal"
+fi
+rm -f "$rendered"
 
 step "nodework proto compatibility"
 # Once a release is tagged, the node-work protocol must stay wire- and
