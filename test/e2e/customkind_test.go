@@ -24,6 +24,9 @@ import (
 	"github.com/shoal-io/shoal/test/e2e/framework"
 )
 
+// crdResource is the CustomResourceDefinition resource.
+var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
 // installCustomKind installs a namespaced CRD of kind for gvr (one
 // version, any content, no status subresource) unless the cluster has
 // one, deleting it when the test ends if it made it, and lets the
@@ -32,7 +35,7 @@ import (
 // the kind is served.
 func installCustomKind(ctx context.Context, t *testing.T, f *framework.Framework, gvr schema.GroupVersionResource, kind string) {
 	t.Helper()
-	crdGVR := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	crdGVR := crdResource
 	crdName := gvr.Resource + "." + gvr.Group
 	crd := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
