@@ -208,7 +208,13 @@ func TestCRRRecreatesSimpleContainers(t *testing.T) {
 				require.Equal(t, containerStatus(pod, c).ContainerID, created.Spec.Containers[i].StatusContext.ContainerID)
 			}
 
-			done := waitCRR(ctx, t, f, "recreate", crrTimeout, "Completed", isCompleted)
+			// Completed, and no longer active. Both are checked on the same
+			// read: with ttlSecondsAfterFinished 3 the request may be gone
+			// by the time a later read looks.
+			done := waitCRR(ctx, t, f, "recreate", crrTimeout, "Completed, active label removed", func(c *v1alpha1.ContainerRecreateRequest) bool {
+				_, active := c.Labels[wellknown.LabelCRRActive]
+				return isCompleted(c) && !active
+			})
 			require.NotNil(t, done.Status.CompletionTime)
 			var want []v1alpha1.ContainerRecreateRequestContainerRecreateState
 			for _, c := range containers {
@@ -231,10 +237,6 @@ func TestCRRRecreatesSimpleContainers(t *testing.T) {
 				return onCRR && onPod, nil
 			})
 			require.NoError(t, err, "Completed events on the request and the pod")
-			waitCRR(ctx, t, f, "recreate", 5*time.Second, "active label removed", func(c *v1alpha1.ContainerRecreateRequest) bool {
-				_, ok := c.Labels[wellknown.LabelCRRActive]
-				return !ok
-			})
 			after := waitRecreated(ctx, t, f, "web", containers...)
 			for _, c := range containers {
 				st := containerStatus(after, c)

@@ -111,7 +111,7 @@ func (s *scsTester) baseDeployment(replicas int32) *appsv1.Deployment {
 // returns it as stored (defaulted).
 func (s *scsTester) create(ctx context.Context, set *v1beta1.SidecarSet) *v1beta1.SidecarSet {
 	s.t.Helper()
-	out, err := s.f.Shoal.AppsV1beta1().SidecarSets().Create(ctx, set, metav1.CreateOptions{})
+	_, err := s.f.Shoal.AppsV1beta1().SidecarSets().Create(ctx, set, metav1.CreateOptions{})
 	require.NoError(s.t, err, "create SidecarSet %s", set.Name)
 	s.t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -120,7 +120,13 @@ func (s *scsTester) create(ctx context.Context, set *v1beta1.SidecarSet) *v1beta
 			s.t.Logf("delete SidecarSet %s: %v", set.Name, err)
 		}
 	})
-	return out
+	// The injection webhook reads SidecarSets from its informer: a pod
+	// created within milliseconds of the SidecarSet can miss it (seen once
+	// in CI: one of two pods not injected). The status the controller
+	// writes for the new generation shows the coordinators have it.
+	return waitObject(ctx, s.t, s.f.Shoal.AppsV1beta1().SidecarSets(), time.Minute, set.Name, "seen by the coordinator",
+		func(got *v1beta1.SidecarSet) bool { return got.Status.ObservedGeneration >= got.Generation },
+		func(got *v1beta1.SidecarSet) any { return got.Status })
 }
 
 // update writes the spec (and labels and annotations) of set, retrying on
