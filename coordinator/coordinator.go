@@ -875,7 +875,7 @@ func patchPodMetadataRules(ctx context.Context, client kubernetes.Interface, nam
 func customWorkloadReader(client kubernetes.Interface, dyn dynamic.Interface, namespace string, mapper meta.ResettableRESTMapper) func(ctx context.Context, ws *v1alpha1.WorkloadSpread) (map[string]any, string, bool, error) {
 	return func(ctx context.Context, ws *v1alpha1.WorkloadSpread) (map[string]any, string, bool, error) {
 		ref := ws.Spec.TargetReference
-		if ref == nil || mapper == nil {
+		if ref == nil {
 			return nil, "", false, nil
 		}
 		gv, err := schema.ParseGroupVersion(ref.APIVersion)

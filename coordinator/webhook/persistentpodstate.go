@@ -309,9 +309,8 @@ func (a *PersistentPodStateAdmission) Validate(ctx context.Context, req *admissi
 func checkPersistentPodStateSpec(spec *v1alpha1.PersistentPodStateSpec, keysField string, custom persistentpodstate.WhiteList) []string {
 	var problems []string
 	ref := spec.TargetReference
-	gk, listed := persistentpodstate.TargetKind(ref.APIVersion, ref.Kind, custom)
-	listed = listed && custom.Lists(gk)
-	if !listed && (ref.Kind != persistentpodstate.KindStatefulSet || !slices.Contains(persistentPodStateTargets, ref.APIVersion)) {
+	gk, _ := persistentpodstate.TargetKind(ref.APIVersion, ref.Kind, custom)
+	if !custom.Lists(gk) && (ref.Kind != persistentpodstate.KindStatefulSet || !slices.Contains(persistentPodStateTargets, ref.APIVersion)) {
 		problems = append(problems, fmt.Sprintf("spec.targetRef: %s %s is not supported; a PersistentPodState targets a StatefulSet: set kind StatefulSet and apiVersion %s, "+
 			"or ask the cluster administrator to add the kind to %s of ConfigMap %s",
 			ref.APIVersion, ref.Kind, strings.Join(persistentPodStateTargets, ", or "),

@@ -89,7 +89,7 @@ func installCustomKind(ctx context.Context, t *testing.T, f *framework.Framework
 // OpenKruise's e2e does for its manager) and removes them when the test
 // ends. Other entries and keys stay; tests running side by side each edit
 // their own entries.
-func addWhiteListEntries(ctx context.Context, t *testing.T, key string, f *framework.Framework, entries ...map[string]any) {
+func addWhiteListEntries(ctx context.Context, t *testing.T, f *framework.Framework, key string, entries ...map[string]any) {
 	t.Helper()
 	cms := f.Kube.CoreV1().ConfigMaps(framework.ShoalNamespace)
 	edit := func(ctx context.Context, change func([]map[string]any) []map[string]any) error {

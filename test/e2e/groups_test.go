@@ -44,7 +44,6 @@ var serialTests = []string{
 	"TestPodProbeMarkerWithoutCoordinator",
 	"TestPodUnavailableBudgetDrain",
 	"TestStatefulSetRecreatesMissingPVC",
-	"TestResourceDistributionAllNamespaces",
 	"TestDaemonSetIgnoresNotReadyNodes",
 	"TestHelmChartInstall",
 }

@@ -82,7 +82,7 @@ func TestPersistentPodStateStatefulSetLike(t *testing.T) {
 	created, err := likes.Create(ctx, like, metav1.CreateOptions{})
 	require.NoError(t, err)
 
-	addWhiteListEntries(ctx, t, wellknown.ConfigPersistentPodStateWatchCustomWorkloadWhiteList, f,
+	addWhiteListEntries(ctx, t, f, wellknown.ConfigPersistentPodStateWatchCustomWorkloadWhiteList,
 		map[string]any{"Group": statefulSetLikeTests.Group, "Version": statefulSetLikeTests.Version, "Kind": kind})
 
 	// The workload's pods, as its controller would make them.

@@ -452,9 +452,11 @@ func TestResourceDistributionV1beta1(t *testing.T) {
 // distributed to allNamespaces reaches the test's namespaces and never
 // kube-system or kube-public.
 //
-// Serial: it copies into every namespace of the cluster.
+// Parallel: it copies a ConfigMap of a name of its own into every
+// namespace, other tests' included; no test lists the ConfigMaps of its
+// namespace, and the copies go with the distribution.
 func TestResourceDistributionAllNamespaces(t *testing.T) {
-	serial(t)
+	t.Parallel()
 	x := newRDFixture(t)
 	ns1, ns2 := x.namespace("1", nil), x.namespace("2", nil)
 	name := x.prefix + "-cm"

@@ -1153,7 +1153,7 @@ func (w *wsTester) createTFJob(gvr schema.GroupVersionResource, name string, ps,
 // kruise-configuration ConfigMap until the test ends.
 func (w *wsTester) allowCustomWorkloads(entries ...map[string]any) {
 	w.t.Helper()
-	addWhiteListEntries(w.ctx, w.t, wellknown.ConfigWorkloadSpreadWatchCustomWorkloadWhiteList, w.f, entries...)
+	addWhiteListEntries(w.ctx, w.t, w.f, wellknown.ConfigWorkloadSpreadWatchCustomWorkloadWhiteList, entries...)
 }
 
 // TestWorkloadSpreadV1beta1 ports OpenKruise's "WorkloadSpread v1beta1"
