@@ -21,7 +21,7 @@
 // changed (the shared engine in coordinator/workload/inplace, with the
 // InPlaceUpdateReady readiness gate on every pod), and recreates it
 // otherwise. rollingUpdate.selector limits the update to the nodes it
-// picks, partition keeps that many nodes (the last by name) at the old
+// picks, partition keeps that many nodes (the first by name) at the old
 // revision, paused stops it. OnDelete leaves old pods until someone
 // deletes them. Deleting a pod goes through the preDelete lifecycle hook
 // (PreparingDelete); the preNormal hook holds new pods in

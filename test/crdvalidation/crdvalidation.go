@@ -15,8 +15,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -149,6 +151,15 @@ func (s *Set) add(crd *apiextensionsv1.CustomResourceDefinition) error {
 		}
 	}
 	return nil
+}
+
+// Kinds lists the kinds of the set, each once, sorted.
+func (s *Set) Kinds() []string {
+	seen := map[string]bool{}
+	for gvk := range s.versions {
+		seen[gvk.Kind] = true
+	}
+	return slices.Sorted(maps.Keys(seen))
 }
 
 // Has reports whether the set serves gvk.

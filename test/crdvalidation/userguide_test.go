@@ -27,7 +27,8 @@ var yamlBlock = regexp.MustCompile("(?s)```yaml\n(.*?)```")
 // TestUserGuideExamples: every page of docs/user (but its index) has the
 // guide's sections and at least one YAML example, and every Kruise object
 // of its examples is valid against Shoal's CRDs (schema, CEL, unknown
-// fields), so the examples keep applying as the API changes.
+// fields), so the examples keep applying as the API changes. Every kind
+// Shoal serves is the example of some page, so no kind goes without one.
 func TestUserGuideExamples(t *testing.T) {
 	set := loadCRDs(t)
 	pages, err := filepath.Glob(filepath.Join(userGuideDir, "*.md"))
@@ -35,6 +36,7 @@ func TestUserGuideExamples(t *testing.T) {
 	index, err := os.ReadFile(filepath.Join(userGuideDir, "README.md"))
 	require.NoError(t, err)
 	var n int
+	exampled := map[string]bool{}
 	for _, page := range pages {
 		name := filepath.Base(page)
 		if name == "README.md" {
@@ -61,6 +63,7 @@ func TestUserGuideExamples(t *testing.T) {
 						continue
 					}
 					require.True(t, set.Has(gvk), "example %d: %s is not a kind Shoal serves", i+1, gvk)
+					exampled[gvk.Kind] = true
 					errs := set.Validate(obj, nil)
 					require.Empty(t, errs, "example %d: %s %s: %v", i+1, gvk.Kind, obj.GetName(), errs.ToAggregate())
 				}
@@ -68,4 +71,7 @@ func TestUserGuideExamples(t *testing.T) {
 		})
 	}
 	require.NotZero(t, n, "no pages in %s", userGuideDir)
+	for _, kind := range set.Kinds() {
+		require.True(t, exampled[kind], "no page of %s has an example of %s: write its page and link it from README.md", userGuideDir, kind)
+	}
 }
