@@ -200,7 +200,7 @@ type ManualUpdate struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.subsets) || !self.subsets.exists(s, has(s.minReplicas) || has(s.maxReplicas)) || self.subsets.exists(s, !has(s.maxReplicas))",message="spec.topology.subsets: when subsets use minReplicas/maxReplicas, at least one subset must leave maxReplicas unset"
 type Topology struct {
 	// Subsets are the groups of nodes to spread pods over, one workload per
-	// subset, named <unitedDeployment>-<subset>-<random>. A subset added or
+	// subset, named <unitedDeployment>-<subset>. A subset added or
 	// removed here is created or deleted. When scaling up, subsets are
 	// filled in list order; scale-in goes in reverse.
 	//
