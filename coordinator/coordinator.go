@@ -73,6 +73,7 @@ import (
 	"github.com/shoal-io/shoal/coordinator/sidecarterminator"
 	"github.com/shoal-io/shoal/coordinator/statefulset"
 	"github.com/shoal-io/shoal/coordinator/statuswriter"
+	"github.com/shoal-io/shoal/coordinator/syncloop"
 	"github.com/shoal-io/shoal/coordinator/testwork"
 	"github.com/shoal-io/shoal/coordinator/uniteddeployment"
 	"github.com/shoal-io/shoal/coordinator/webhook"
@@ -101,6 +102,10 @@ const (
 	GRPCService    = "shoal-coordinator"
 	WebhookService = "shoal-webhook"
 )
+
+// placeTimeout bounds how long a new leader waits for its controllers to
+// place the node work of what they listed before agents can reach it.
+const placeTimeout = 10 * time.Second
 
 // Options are the coordinator's flags.
 type Options struct {
@@ -689,6 +694,16 @@ func Run(ctx context.Context, o Options) error {
 			log.Info("Leading")
 			if err := certManager.Sync(ctx); err != nil {
 				log.Error(err, "Sync CA as the new leader")
+			}
+			// Agents reach this replica once its pod has the leader label,
+			// and an agent drops whatever its first WorkSync leaves out.
+			// A replica that comes up with no other running has its
+			// controllers still placing the node work of the objects just
+			// listed: let them finish first.
+			if err := syncloop.WaitIdle(ctx, 20*time.Millisecond, placeTimeout, func() bool {
+				return crrs.Idle() && pulls.Idle() && terminator.Idle() && probeMarkers.Idle()
+			}); err != nil {
+				log.Error(err, "Node work not all placed; accepting agents anyway")
 			}
 			labelLeader(ctx, client, o, true)
 			crrs.Resync()

@@ -19,6 +19,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -61,6 +62,10 @@ type Config struct {
 	// meanwhile shows within about that), and spreads 1,000 agents'
 	// reconnects over about 2 s (make bench-nodework).
 	MinBackoff, MaxBackoff, StableAfter time.Duration
+	// DialTimeout bounds one connection attempt (default 2 s). A dial to a
+	// Service whose endpoints are changing can otherwise hang for gRPC's
+	// 20 s, long after the new leader is up.
+	DialTimeout time.Duration
 	// Registerer receives the link's metrics (nil: not registered).
 	Registerer prometheus.Registerer
 }
@@ -91,6 +96,9 @@ func New(cfg Config) *Link {
 	}
 	if cfg.StableAfter == 0 {
 		cfg.StableAfter = 10 * time.Second
+	}
+	if cfg.DialTimeout == 0 {
+		cfg.DialTimeout = 2 * time.Second
 	}
 	l := &Link{cfg: cfg}
 	l.metrics = linkMetrics{
@@ -138,7 +146,10 @@ func (l *Link) Run(ctx context.Context) error {
 		if time.Since(start) >= l.cfg.StableAfter {
 			backoff = l.cfg.MinBackoff
 		}
-		delay := time.Duration(rand.Int64N(int64(backoff))) + l.cfg.MinBackoff/2
+		// The delay runs from the start of the failed attempt: an attempt
+		// that took its whole dial timeout has waited already.
+		delay := time.Duration(rand.Int64N(int64(backoff))) + l.cfg.MinBackoff/2 - time.Since(start)
+		delay = max(delay, l.cfg.MinBackoff/2)
 		log.Info("Coordinator stream down; reconnecting", "err", err, "in", delay.Round(time.Millisecond))
 		timer := time.NewTimer(delay)
 		select {
@@ -156,6 +167,7 @@ func (l *Link) dialOptions() ([]grpc.DialOption, error) {
 	opts := []grpc.DialOption{
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(nodework.MaxMessageBytes)),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 15 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.DefaultConfig, MinConnectTimeout: l.cfg.DialTimeout}),
 	}
 	if l.cfg.Insecure {
 		return append(opts, grpc.WithTransportCredentials(insecure.NewCredentials())), nil

@@ -225,6 +225,11 @@ func New(o Options) (*Controller, error) {
 	return c, nil
 }
 
+// Idle reports whether the controller has no key waiting or being synced:
+// once it has synced, the work store holds the node work of every object
+// it has seen.
+func (c *Controller) Idle() bool { return syncloop.Idle(c.queue) }
+
 // HasSynced reports whether the informers' initial lists went through the
 // controller's handlers and every job they listed was synced once, so
 // that the work store holds every job's work.

@@ -188,6 +188,11 @@ func New(o Options) (*Controller, error) {
 	return c, nil
 }
 
+// Idle reports whether the controller has no key waiting or being synced:
+// once it has synced, the work store holds the node work of every object
+// it has seen.
+func (c *Controller) Idle() bool { return syncloop.Idle(c.pods, c.markers) }
+
 // HasSynced reports whether the informers' initial lists went through the
 // controller's handlers.
 func (c *Controller) HasSynced() bool {

@@ -224,6 +224,11 @@ func New(o Options) (*Controller, error) {
 	return c, nil
 }
 
+// Idle reports whether the controller has no key waiting or being synced:
+// once it has synced, the work store holds the node work of every object
+// it has seen.
+func (c *Controller) Idle() bool { return syncloop.Idle(c.queue) }
+
 // HasSynced reports whether the pod informer's first list went through
 // the controller's handler.
 func (c *Controller) HasSynced() bool { return c.o.Disabled || c.podsReg.HasSynced() }

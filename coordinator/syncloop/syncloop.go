@@ -6,7 +6,9 @@ package syncloop
 
 import (
 	"context"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -21,10 +23,61 @@ type Queue = workqueue.TypedRateLimitingInterface[string]
 
 // NewQueue returns a controller's work queue named name (the name of its
 // metrics) with client-go's default controller rate limiter; clk drives
-// its delays, nil meaning the real clock.
+// its delays, nil meaning the real clock. The queue counts the keys being
+// synced, for Idle.
 func NewQueue(name string, clk clock.WithTicker) Queue {
-	return workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: name, Clock: clk})
+	return &trackedQueue{TypedRateLimitingInterface: workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: name, Clock: clk})}
+}
+
+// trackedQueue is a work queue that knows how many keys are out between
+// Get and Done.
+type trackedQueue struct {
+	workqueue.TypedRateLimitingInterface[string]
+	out atomic.Int64
+}
+
+func (q *trackedQueue) Get() (string, bool) {
+	key, quit := q.TypedRateLimitingInterface.Get()
+	if !quit {
+		q.out.Add(1)
+	}
+	return key, quit
+}
+
+func (q *trackedQueue) Done(key string) {
+	q.out.Add(-1)
+	q.TypedRateLimitingInterface.Done(key)
+}
+
+// Idle reports whether no key of the queues (made by NewQueue) waits or is
+// being synced. Keys waiting for a delay or a retry's backoff do not count:
+// they were synced at least once. Once the informers feeding the queues
+// have synced, the first Idle means every object of their initial lists
+// has been handled.
+func Idle(queues ...Queue) bool {
+	for _, q := range queues {
+		if q.Len() > 0 {
+			return false
+		}
+		if t, ok := q.(*trackedQueue); ok && t.out.Load() > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// WaitIdle polls idle every interval until it is true, ctx ends or timeout
+// passes; the error says which.
+func WaitIdle(ctx context.Context, interval, timeout time.Duration, idle func() bool) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err := wait.PollUntilContextCancel(ctx, interval, true, func(context.Context) (bool, error) { return idle(), nil })
+	if err != nil {
+		return fmt.Errorf("work queues not idle within %v: %w", timeout, err)
+	}
+	return nil
 }
 
 // SyncFunc handles one key. A positive after asks for the key again that

@@ -75,3 +75,32 @@ func TestEnqueueTombstone(t *testing.T) {
 	key, _ := q.Get()
 	require.Equal(t, "ns/gone", key)
 }
+
+// TestIdle: a queue is idle only when no key waits and none is being
+// synced; a key put back with a delay or a retry's backoff does not count.
+func TestIdle(t *testing.T) {
+	q := NewQueue("idle-test", nil)
+	defer q.ShutDown()
+	require.True(t, Idle(q), "a new queue")
+
+	q.Add("ns/a")
+	require.False(t, Idle(q), "a key waits")
+	key, quit := q.Get()
+	require.False(t, quit)
+	require.False(t, Idle(q), "a key is being synced")
+	q.AddAfter(key, time.Hour)
+	q.Done(key)
+	require.True(t, Idle(q), "the key waits for its delay only")
+
+	other := NewQueue("idle-test-other", nil)
+	defer other.ShutDown()
+	other.Add("ns/b")
+	require.False(t, Idle(q, other), "one of two queues has a key")
+
+	ctx := t.Context()
+	go Run(ctx, other, 1, "test", func(context.Context, string) (time.Duration, error) { return 0, nil })
+	require.NoError(t, WaitIdle(ctx, time.Millisecond, time.Minute, func() bool { return Idle(q, other) }))
+
+	err := WaitIdle(ctx, time.Millisecond, 0, func() bool { return false })
+	require.ErrorContains(t, err, "not idle within")
+}
