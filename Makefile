@@ -29,19 +29,39 @@ SHOAL_CLUSTER := $(CACHE)/bin/shoal-cluster
 SHOAL_REGISTRY ?= 172.31.250.1:5000
 IMAGE_TAG ?= dev
 
-.PHONY: help build test test-unit test-e2e e2e e2e-kind verify generate up clean clean-cache \
+# The version stamped into the binaries (main.version) and naming the
+# plugin's release archives: git describe, as hack/build-images stamps the
+# images; a release sets it to its tag (make build VERSION=v0.1.0).
+ifeq ($(origin VERSION),undefined)
+VERSION := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+endif
+# Where the krew manifest says the archives are downloaded from: the GitHub
+# release of VERSION. To try an archive before it is uploaded:
+#   kubectl krew install --manifest=bin/krew/kruise.yaml --archive=bin/krew/kubectl-kruise_<VERSION>_linux_amd64.tar.gz
+KREW_URI_BASE ?= https://github.com/shoal-io/shoal/releases/download/$(VERSION)
+# Packed next to kubectl-kruise in each archive: the license, or the README
+# while the repository has no LICENSE file.
+KREW_FILES ?= $(firstword $(wildcard LICENSE LICENSE.md LICENSE.txt) README.md)
+
+.PHONY: help build binaries plugin-archives test test-unit test-e2e e2e e2e-kind verify generate up clean clean-cache \
 	cluster-up cluster-down cluster-env images deploy bench-nodework bench-imagepull bench-probes bench-p2p bench-agent bench-crr bench-rollout bench-daemonset bench-distribution bench-pub bench-probecost $(SHOAL_CLUSTER)
 
 help: ## List the targets.
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
 
-build: ## Compile everything for linux/amd64, arm64 and arm/v7 (CGO off); binaries of cmd/ land in bin/<os>-<arch>/.
+build: binaries plugin-archives ## Compile everything for linux/amd64, arm64 and arm/v7 (CGO off): binaries of cmd/ in bin/<os>-<arch>/, the plugin's krew archives and manifest in bin/krew/.
+
+binaries: ## Compile everything for every platform (CGO off); binaries of cmd/ land in bin/<os>-<arch>/, stamped with VERSION.
 	@set -e; for p in $(PLATFORMS); do \
 	  os=$${p%%/*}; rest=$${p#*/}; arch=$${rest%%/*}; variant=$${rest#$$arch}; variant=$${variant#/}; \
 	  $(STAGE) "build $$p" env CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch GOARM=$${variant#v} \
-	    bash -c 'go build ./... && go build -ldflags="-s -w" -o "$$1" ./cmd/...' - \
-	    $(BIN)/$$os-$$arch$${variant:+-$$variant}/; \
+	    bash -c 'go build ./... && go build -ldflags="-s -w -X main.version=$$2" -o "$$1" ./cmd/...' - \
+	    $(BIN)/$$os-$$arch$${variant:+-$$variant}/ '$(VERSION)'; \
 	done
+
+plugin-archives: binaries ## The kubectl-kruise release archives, one per platform, and their krew manifest bin/krew/kruise.yaml (URIs under KREW_URI_BASE).
+	$(STAGE) "plugin archives" go run ./hack/krew --version '$(VERSION)' --uri-base '$(KREW_URI_BASE)' \
+	  --platforms "$(PLATFORMS)" --bin-dir $(BIN) --out $(BIN)/krew $(addprefix --file ,$(KREW_FILES))
 
 test: test-unit test-e2e ## Run every test (the README's test command).
 

@@ -37,7 +37,9 @@ func newRolloutApproveCommand(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "approve rollout/NAME",
 		Short: "Let a Kruise Rollout (rollouts.kruise.io) paused at a canary step go on to the next step",
-		Args:  cobra.RangeArgs(1, 2),
+		Example: "  kubectl kruise rollout approve rollout/web-canary\n" +
+			"  kubectl kruise rollout approve rollout web-canary -n shop",
+		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name, err := parseRollout(cmd, args)
 			if err != nil {

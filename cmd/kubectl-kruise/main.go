@@ -18,7 +18,8 @@
 //	                         each target namespace's copy
 //	kubectl kruise get sidecarset [NAME] [-w]
 //	                         which pods run which revision of a SidecarSet
-//	kubectl kruise --help    the commands (rollout, set, migrate, ...)
+//	kubectl kruise --help    every command (rollout, set, migrate, ...), each
+//	                         with an example
 //
 // Exit status: 0 on success, 1 when a command fails, 2 on a usage error
 // (an unknown command or flag).

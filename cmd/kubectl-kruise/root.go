@@ -58,6 +58,8 @@ func newRootCommandEnv(stdout, stderr io.Writer, e env) *cobra.Command {
 
 	root.AddCommand(newVersionCommand(&g), newCreateCommand(&g), newGetCommand(&g), newRolloutCommand(&g),
 		newSetCommand(&g), newScaleDownCommand(&g), newMigrateCommand(&g))
+	// --help lists every command with an example, from the commands' own.
+	root.Example = commandExamples(root)
 	return root
 }
 

@@ -61,7 +61,8 @@ func newVersionCommand(g *globalOptions) *cobra.Command {
 		Long: "Print the plugin's version. When the kubeconfig reaches a cluster, also print the\n" +
 			"server's version and whether the apps.kruise.io and policy.kruise.io APIs (the\n" +
 			"CRDs Shoal installs) are served, with their versions and resource counts.",
-		Args: noArgs,
+		Example: "  kubectl kruise version\n  kubectl kruise version --client",
+		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "Plugin version: %s\n", version)
