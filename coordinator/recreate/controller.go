@@ -126,6 +126,15 @@ func New(o Options) (*Controller, error) {
 			"instance running), report (the node's final report -> the Completed status written).",
 		Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32},
 	}, []string{"stage"})
+	// Every series exists from the start, at zero: a series that appears
+	// with its first observation has no earlier sample, and rate() would
+	// miss that observation.
+	for _, stage := range []string{"dispatch", "prestop", "stop", "restart", "report"} {
+		c.stages.WithLabelValues(stage)
+	}
+	for _, result := range []string{"succeeded", "failed", "deadline", "pod_gone", "no_response"} {
+		c.completedTotal.WithLabelValues(result)
+	}
 	if o.Registerer != nil {
 		for _, m := range []prometheus.Collector{c.completedTotal, c.duration, c.stages} {
 			if err := o.Registerer.Register(m); err != nil {

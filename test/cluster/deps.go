@@ -20,6 +20,9 @@ var debianPackages = []struct{ pkg, file string }{
 	{"busybox-static", "/bin/busybox"},
 	{"util-linux", "/usr/bin/nsenter"},
 	{"conntrack", "/usr/sbin/conntrack"},
+	// Not the cluster's own: the dashboard e2e scrapes Shoal on the
+	// cluster with Debian's Prometheus.
+	{"prometheus", "/usr/bin/prometheus"},
 }
 
 // CNIBinDir is where Debian installs the CNI plugins.
