@@ -46,6 +46,7 @@ var serialTests = []string{
 	"TestStatefulSetRecreatesMissingPVC",
 	"TestDaemonSetIgnoresNotReadyNodes",
 	"TestHelmChartInstall",
+	"TestHelmUpgradeKeepsWork",
 }
 
 // serial marks t as a test of the serial group. It fails t if t is not in
