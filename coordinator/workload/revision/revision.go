@@ -17,6 +17,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -99,6 +100,15 @@ func Sync(ctx context.Context, client kubernetes.Interface, o Owner, revs []*app
 		}
 	}
 	if update == nil {
+		// A revision another controller wrote for the same template
+		// (OpenKruise's, whose hash differs from ours) is this template's
+		// revision: its pods are up to date and keep running.
+		update, err = adoptEqual(ctx, client, o.Template, revs, maxNumber)
+		if err != nil {
+			return nil, err
+		}
+	}
+	if update == nil {
 		want, err := newRevision(o, hash, maxNumber+1)
 		if err != nil {
 			return nil, err
@@ -134,6 +144,33 @@ func Sync(ctx context.Context, client kubernetes.Interface, o Owner, revs []*app
 		}
 	}
 	return update, nil
+}
+
+// adoptEqual returns the newest of revs whose stored template equals
+// template, or nil. When it is not the newest revision, its number moves
+// past every other's (as the upstream controllers do with an equal
+// revision), so that history and rollback see it as the latest.
+func adoptEqual(ctx context.Context, client kubernetes.Interface, template *corev1.PodTemplateSpec, revs []*appsv1.ControllerRevision, maxNumber int64) (*appsv1.ControllerRevision, error) {
+	var equal *appsv1.ControllerRevision
+	for _, r := range revs {
+		t, err := Template(r)
+		if err != nil || !apiequality.Semantic.DeepEqual(t, template) {
+			continue
+		}
+		if equal == nil || r.Revision > equal.Revision {
+			equal = r
+		}
+	}
+	if equal == nil || equal.Revision == maxNumber {
+		return equal, nil
+	}
+	moved := equal.DeepCopy()
+	moved.Revision = maxNumber + 1
+	got, err := client.AppsV1().ControllerRevisions(moved.Namespace).Update(ctx, moved, metav1.UpdateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("renumber ControllerRevision %s/%s: %w", moved.Namespace, moved.Name, err)
+	}
+	return got, nil
 }
 
 // newRevision is the ControllerRevision of o's template, named
