@@ -68,16 +68,19 @@ fi
 
 step "helm chart"
 # The chart (deploy/helm/shoal, its templates generated from deploy/ by
-# hack/genchart) lints, and renders deploy/'s objects with its defaults.
+# hack/genchart) lints, and renders deploy/'s objects with its defaults (and
+# with the readiness-gate component when that value is on).
 helm() { go tool -modfile=hack/tools/helm/go.mod helm "$@"; }
-rendered=$(mktemp)
+rendered=$(mktemp) gated=$(mktemp)
 if helm lint --quiet --namespace shoal-system --kube-version "$KUBE_VERSION" deploy/helm/shoal &&
-   helm template shoal deploy/helm/shoal --namespace shoal-system --kube-version "$KUBE_VERSION" > "$rendered"; then
-  go run ./hack/genchart check "$rendered" || bad "the Helm chart does not render deploy/ (see above)"
+   helm template shoal deploy/helm/shoal --namespace shoal-system --kube-version "$KUBE_VERSION" > "$rendered" &&
+   helm template shoal deploy/helm/shoal --namespace shoal-system --kube-version "$KUBE_VERSION" \
+     --set coordinator.kruisePodReadinessGate=true > "$gated"; then
+  go run ./hack/genchart check "$rendered" "$gated" || bad "the Helm chart does not render deploy/ (see above)"
 else
   bad "helm lint or helm template of deploy/helm/shoal"
 fi
-rm -f "$rendered"
+rm -f "$rendered" "$gated"
 
 step "nodework proto compatibility"
 # Once a release is tagged, the node-work protocol must stay wire- and

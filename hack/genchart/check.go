@@ -18,29 +18,47 @@ import (
 // with deploy/'s objects: the same objects, field for field. The
 // differences allowed are the Namespace, which the chart leaves to
 // `helm install --create-namespace` unless createNamespace is set, and the
-// CRDs' helm.sh/resource-policy annotation.
-func check(rendered string) error {
-	b, err := os.ReadFile(rendered)
-	if err != nil {
-		return fmt.Errorf("read the rendered chart: %w", err)
-	}
-	chart, err := objects(b)
-	if err != nil {
-		return fmt.Errorf("%s: %w", rendered, err)
-	}
-	files, err := resources()
+// CRDs' helm.sh/resource-policy annotation. withGate, when not "", is the
+// chart rendered with coordinator.kruisePodReadinessGate=true, compared
+// with deploy/ plus the kruise-pod-readiness-gate component.
+func check(rendered, withGate string) error {
+	deploy, err := deployObjects()
 	if err != nil {
 		return err
+	}
+	if err := compare(rendered, deploy, "with its default values"); err != nil {
+		return err
+	}
+	fmt.Printf("genchart: the chart renders deploy/'s %d objects\n", len(deploy))
+	if withGate == "" {
+		return nil
+	}
+	if err := addReadinessGate(deploy); err != nil {
+		return err
+	}
+	if err := compare(withGate, deploy, "with coordinator.kruisePodReadinessGate=true"); err != nil {
+		return err
+	}
+	fmt.Printf("genchart: with coordinator.kruisePodReadinessGate=true it renders deploy/ with deploy/%s\n", readinessGateComponent)
+	return nil
+}
+
+// deployObjects are the objects of deploy/kustomization.yaml's resources,
+// the Namespace left out.
+func deployObjects() (map[string]map[string]any, error) {
+	files, err := resources()
+	if err != nil {
+		return nil, err
 	}
 	deploy := map[string]map[string]any{}
 	for _, f := range files {
 		src, err := os.ReadFile(filepath.Join(deployDir, f))
 		if err != nil {
-			return fmt.Errorf("read deploy/%s: %w", f, err)
+			return nil, fmt.Errorf("read deploy/%s: %w", f, err)
 		}
 		objs, err := objects(src)
 		if err != nil {
-			return fmt.Errorf("deploy/%s: %w", f, err)
+			return nil, fmt.Errorf("deploy/%s: %w", f, err)
 		}
 		maps.Copy(deploy, objs)
 	}
@@ -48,6 +66,53 @@ func check(rendered string) error {
 		if o["kind"] == "Namespace" {
 			delete(deploy, k)
 		}
+	}
+	return deploy, nil
+}
+
+// addReadinessGate applies the kruise-pod-readiness-gate component to
+// deploy: its webhook, and its environment variable on the coordinator
+// (first, where the chart puts it; the order of env has no meaning).
+func addReadinessGate(deploy map[string]map[string]any) error {
+	f := readinessGateComponent + "/webhook.yaml"
+	src, err := os.ReadFile(filepath.Join(deployDir, f))
+	if err != nil {
+		return fmt.Errorf("read deploy/%s: %w", f, err)
+	}
+	objs, err := objects(src)
+	if err != nil {
+		return fmt.Errorf("deploy/%s: %w", f, err)
+	}
+	maps.Copy(deploy, objs)
+	d, ok := deploy["Deployment shoal-system/shoal-coordinator"]
+	if !ok {
+		return fmt.Errorf("deploy/ has no Deployment shoal-system/shoal-coordinator")
+	}
+	spec, _ := d["spec"].(map[string]any)
+	tpl, _ := spec["template"].(map[string]any)
+	podSpec, _ := tpl["spec"].(map[string]any)
+	containers, _ := podSpec["containers"].([]any)
+	for _, c := range containers {
+		c, _ := c.(map[string]any)
+		if c["name"] != "coordinator" {
+			continue
+		}
+		env, _ := c["env"].([]any)
+		c["env"] = append([]any{map[string]any{"name": "SHOAL_KRUISE_POD_READINESS_GATE", "value": "true"}}, env...)
+		return nil
+	}
+	return fmt.Errorf("the coordinator Deployment has no container named coordinator")
+}
+
+// compare checks that the chart rendered in file renders exactly want.
+func compare(file string, want map[string]map[string]any, how string) error {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return fmt.Errorf("read the rendered chart: %w", err)
+	}
+	chart, err := objects(b)
+	if err != nil {
+		return fmt.Errorf("%s: %w", file, err)
 	}
 	for _, o := range chart {
 		if md, ok := o["metadata"].(map[string]any); ok {
@@ -60,24 +125,23 @@ func check(rendered string) error {
 		}
 	}
 	var problems []string
-	for _, k := range slices.Sorted(maps.Keys(deploy)) {
+	for _, k := range slices.Sorted(maps.Keys(want)) {
 		c, ok := chart[k]
 		switch {
 		case !ok:
 			problems = append(problems, k+": in deploy/, not rendered by the chart")
-		case !reflect.DeepEqual(deploy[k], c):
-			problems = append(problems, fmt.Sprintf("%s differs:\n  deploy/: %s\n  chart:   %s", k, brief(deploy[k]), brief(c)))
+		case !reflect.DeepEqual(want[k], c):
+			problems = append(problems, fmt.Sprintf("%s differs:\n  deploy/: %s\n  chart:   %s", k, brief(want[k]), brief(c)))
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(chart)) {
-		if _, ok := deploy[k]; !ok {
+		if _, ok := want[k]; !ok {
 			problems = append(problems, k+": rendered by the chart, not in deploy/")
 		}
 	}
 	if len(problems) > 0 {
-		return fmt.Errorf("the chart with its default values does not render deploy/ (run make generate, or fix values.yaml):\n%s", strings.Join(problems, "\n"))
+		return fmt.Errorf("the chart %s does not render deploy/ (run make generate, or fix values.yaml):\n%s", how, strings.Join(problems, "\n"))
 	}
-	fmt.Printf("genchart: the chart renders deploy/'s %d objects\n", len(deploy))
 	return nil
 }
 

@@ -36,6 +36,8 @@ var edits = []edit{
 		with: "      serviceAccountName: shoal-coordinator\n      {{- with .Values.coordinator.priorityClassName }}\n      priorityClassName: {{ . }}\n      {{- end }}"},
 	{file: "coordinator.yaml", what: "coordinator image and flags", line: "        image: shoal-coordinator",
 		with: "        image: {{ include \"shoal.image\" (list . \"shoal-coordinator\") }}\n        {{- include \"shoal.coordinator.args\" . | nindent 8 }}"},
+	{file: "coordinator.yaml", what: "coordinator KruisePodReadinessGate (the component's env)", line: "        env:",
+		with: "        env:\n        {{- if .Values.coordinator.kruisePodReadinessGate }}\n        - name: SHOAL_KRUISE_POD_READINESS_GATE\n          value: \"true\"\n        {{- end }}"},
 	{file: "coordinator.yaml", what: "coordinator image pull policy", line: "        imagePullPolicy: IfNotPresent",
 		with: "        imagePullPolicy: {{ .Values.images.pullPolicy }}"},
 	{file: "coordinator.yaml", what: "coordinator resources", line: "        resources:", block: true,
