@@ -43,8 +43,9 @@ func check(rendered, withGate string) error {
 	return nil
 }
 
-// deployObjects are the objects of deploy/kustomization.yaml's resources,
-// the Namespace left out.
+// deployObjects are the objects of deploy/kustomization.yaml's resources
+// as kustomize builds them (with its part-of label), the Namespace left
+// out.
 func deployObjects() (map[string]map[string]any, error) {
 	files, err := resources()
 	if err != nil {
@@ -65,7 +66,16 @@ func deployObjects() (map[string]map[string]any, error) {
 	for k, o := range deploy {
 		if o["kind"] == "Namespace" {
 			delete(deploy, k)
+			continue
 		}
+		// As deploy/kustomization.yaml's labels do.
+		md, _ := o["metadata"].(map[string]any)
+		labels, _ := md["labels"].(map[string]any)
+		if labels == nil {
+			labels = map[string]any{}
+			md["labels"] = labels
+		}
+		labels["app.kubernetes.io/part-of"] = "shoal"
 	}
 	return deploy, nil
 }
