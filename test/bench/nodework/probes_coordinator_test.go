@@ -47,7 +47,8 @@ const (
 )
 
 // The coordinator's Kubernetes client rate limit (coordinator.restConfig):
-// every controller's pod writes and Events share it.
+// every controller's pod writes share it; Events have a client of their
+// own with the same limit (coordinator.Run).
 const (
 	coordinatorQPS   = 50
 	coordinatorBurst = 100
@@ -58,6 +59,8 @@ const (
 // coordinator.Run builds them, over a real apiserver.
 type probeBench struct {
 	limiter *swapLimiter
+	// events is the rate limiter of the Events' client, set with limiter.
+	events *swapLimiter
 }
 
 // startProbeBench builds and runs the controller until ctx ends, and
@@ -80,16 +83,23 @@ func startProbeBench(ctx context.Context, c *benchCoordinator) (*probeBench, err
 		return nil, fmt.Errorf("register API request metrics: %w", err)
 	}
 	apiRequests.Instrument(cfg)
-	// The one departure: the kubernetes client's limiter (the pods'
-	// patches and the Events) can be changed while running, so the
-	// benchmark can make the initial convergence quicker than production
-	// and measure the rest at production's limit.
-	b := &probeBench{limiter: newSwapLimiter(qps, burst)}
+	// The one departure: the kubernetes clients' limiters (the pods'
+	// patches; the Events, whose client is separate as in coordinator.Run)
+	// can be changed while running, so the benchmark can make the initial
+	// convergence quicker than production and measure the rest at
+	// production's limit.
+	b := &probeBench{limiter: newSwapLimiter(qps, burst), events: newSwapLimiter(qps, burst)}
 	kubeCfg := rest.CopyConfig(cfg)
 	kubeCfg.RateLimiter = b.limiter
 	client, err := kubernetes.NewForConfig(kubeCfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	eventCfg := rest.CopyConfig(cfg)
+	eventCfg.RateLimiter = b.events
+	eventClient, err := kubernetes.NewForConfig(eventCfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client for events: %w", err)
 	}
 	shoal, err := shoalclient.NewForConfig(cfg)
 	if err != nil {
@@ -101,7 +111,7 @@ func startProbeBench(ctx context.Context, c *benchCoordinator) (*probeBench, err
 	if err := errors.Join(kubescheme.AddToScheme(scheme), shoalscheme.AddToScheme(scheme)); err != nil {
 		return nil, fmt.Errorf("event scheme: %w", err)
 	}
-	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: eventClient.EventsV1()})
 	context.AfterFunc(ctx, broadcaster.Shutdown)
 	recorder := broadcaster.NewRecorder(scheme, "shoal-coordinator")
 	ctrl, err := podprobemarker.New(podprobemarker.Options{
@@ -180,6 +190,7 @@ func (b *probeBench) handleRate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	b.limiter.set(qps, burst)
+	b.events.set(qps, burst)
 	reply(w, probeUsageReply{QPS: qps, Burst: burst}, nil)
 }
 
