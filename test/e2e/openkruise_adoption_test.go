@@ -124,11 +124,7 @@ func TestCloneSetAdoptsOpenKruisePods(t *testing.T) {
 		if err := setWebhookFailurePolicy(ctx, f, cloneSetWebhooks, admissionv1.Fail); err != nil {
 			return err
 		}
-		if err := scaleCoordinator(ctx, f, replicas); err != nil {
-			return fmt.Errorf("scale %s back to %d: %w", coordinatorDeployment, replicas, err)
-		}
-		_, err := f.WaitForPodsReady(ctx, framework.ShoalNamespace, framework.CoordinatorSelector, int(replicas), 2*time.Minute)
-		return err
+		return startCoordinator(ctx, f, replicas)
 	}
 	restored := false
 	t.Cleanup(func() {
@@ -143,12 +139,7 @@ func TestCloneSetAdoptsOpenKruisePods(t *testing.T) {
 	})
 
 	// OpenKruise is gone and Shoal not yet there.
-	require.NoError(t, scaleCoordinator(ctx, f, 0))
-	err = framework.WaitFor(ctx, time.Minute, func(ctx context.Context) (bool, error) {
-		pods, err := f.Kube.CoreV1().Pods(framework.ShoalNamespace).List(ctx, metav1.ListOptions{LabelSelector: framework.CoordinatorSelector})
-		return err == nil && len(pods.Items) == 0, err
-	})
-	require.NoError(t, err, "every coordinator pod gone")
+	stopCoordinator(ctx, t, f)
 	require.NoError(t, setWebhookFailurePolicy(ctx, f, cloneSetWebhooks, admissionv1.Ignore))
 
 	cs := &v1beta1.CloneSet{

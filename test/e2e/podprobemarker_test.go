@@ -708,6 +708,28 @@ func scaleCoordinator(ctx context.Context, f *framework.Framework, n int32) erro
 	})
 }
 
+// stopCoordinator scales the coordinator to 0 and waits until every
+// coordinator pod is gone.
+func stopCoordinator(ctx context.Context, t *testing.T, f *framework.Framework) {
+	t.Helper()
+	require.NoError(t, scaleCoordinator(ctx, f, 0))
+	err := framework.WaitFor(ctx, time.Minute, func(ctx context.Context) (bool, error) {
+		pods, err := f.Kube.CoreV1().Pods(framework.ShoalNamespace).List(ctx, metav1.ListOptions{LabelSelector: framework.CoordinatorSelector})
+		return err == nil && len(pods.Items) == 0, err
+	})
+	require.NoError(t, err, "every coordinator pod gone after the scale to 0")
+}
+
+// startCoordinator scales the coordinator back to replicas and waits until
+// that many of its pods are Ready.
+func startCoordinator(ctx context.Context, f *framework.Framework, replicas int32) error {
+	if err := scaleCoordinator(ctx, f, replicas); err != nil {
+		return fmt.Errorf("scale %s back to %d: %w", coordinatorDeployment, replicas, err)
+	}
+	_, err := f.WaitForPodsReady(ctx, framework.ShoalNamespace, framework.CoordinatorSelector, int(replicas), 2*time.Minute)
+	return err
+}
+
 // agentStateChanges reads the agent's count of probe state changes to
 // state; found is false when the agent exports no such metric at all.
 func agentStateChanges(ctx context.Context, agent corev1.Pod, state string) (v float64, found bool, err error) {
@@ -779,20 +801,11 @@ func TestPodProbeMarkerWithoutCoordinator(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		if err := scaleCoordinator(ctx, f, replicas); err != nil {
-			t.Errorf("cleanup: scale %s back to %d: %v", coordinatorDeployment, replicas, err)
-			return
-		}
-		if _, err := f.WaitForPodsReady(ctx, framework.ShoalNamespace, framework.CoordinatorSelector, int(replicas), 2*time.Minute); err != nil {
+		if err := startCoordinator(ctx, f, replicas); err != nil {
 			t.Errorf("cleanup: %v", err)
 		}
 	})
-	require.NoError(t, scaleCoordinator(ctx, f, 0))
-	err = framework.WaitFor(ctx, time.Minute, func(ctx context.Context) (bool, error) {
-		pods, err := f.Kube.CoreV1().Pods(framework.ShoalNamespace).List(ctx, metav1.ListOptions{LabelSelector: framework.CoordinatorSelector})
-		return err == nil && len(pods.Items) == 0, err
-	})
-	require.NoError(t, err, "every coordinator pod gone after the scale to 0")
+	stopCoordinator(ctx, t, f)
 	t.Logf("coordinator scaled from %d to 0", replicas)
 
 	// Flip the probe's result; the agent sees it (its count of changes
