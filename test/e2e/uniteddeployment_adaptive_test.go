@@ -360,11 +360,25 @@ func TestUnitedDeploymentAdaptive(t *testing.T) {
 	})
 }
 
-// waitReady waits until n of the UnitedDeployment's pods are ready, in
-// place of OpenKruise's fixed 10 s sleep before a scale-in.
+// waitReady waits until n of the UnitedDeployment's pods are ready, every
+// subset's pods among them, in place of OpenKruise's fixed 10 s sleep
+// before a scale-in. The status must be of the current generation: one
+// written before the last spec change still counts the pods of subsets
+// that are gone, and a scale-in decided while a subset's new pods are not
+// ready keeps the ready pods of the later subsets instead.
 func waitReady(u *udAdaptive, n int32) {
 	u.t.Helper()
 	waitObject(u.ctx, u.t, uds(u.t, u.f), udTimeout, u.name, fmt.Sprintf("%d ready pods", n),
-		func(ud *v1alpha1.UnitedDeployment) bool { return ud.Status.ReadyReplicas == n },
+		func(ud *v1alpha1.UnitedDeployment) bool {
+			if ud.Status.ObservedGeneration != ud.Generation || ud.Status.ReadyReplicas != n {
+				return false
+			}
+			for _, s := range ud.Status.SubsetStatuses {
+				if s.ReadyReplicas != s.Replicas {
+					return false
+				}
+			}
+			return true
+		},
 		func(ud *v1alpha1.UnitedDeployment) any { return ud.Status })
 }
