@@ -3,6 +3,7 @@ package cluster
 import (
 	"fmt"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -137,6 +138,7 @@ func cniConfig(i int) string {
 func kubeletConfig(b *pki.Bundle, node string, i int) string {
 	// failCgroupV1: kubelet 1.36 refuses cgroup v1 hosts by default.
 	// cgroupRoot: two kubelets on one machine must not share one.
+	// clusterDNS: see hostNameserver.
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: %s
@@ -167,7 +169,41 @@ serializeImagePulls: false
 nodeLeaseDurationSeconds: 16
 clusterDomain: cluster.local
 podCIDR: %s
-`, NodeIP(i), b.NodeServingCert(node), b.NodeServingKey(node), b.CACert, ContainerdSocket, node, PodCIDR(i))
+%s`, NodeIP(i), b.NodeServingCert(node), b.NodeServingKey(node), b.CACert, ContainerdSocket, node, PodCIDR(i), clusterDNS(hostNameserver("/etc/resolv.conf")))
+}
+
+// clusterDNS is the kubelet setting for nameserver ns ("" leaves it out).
+func clusterDNS(ns string) string {
+	if ns == "" {
+		return ""
+	}
+	return fmt.Sprintf("clusterDNS: [%s]\n", ns)
+}
+
+// hostNameserver returns the first nameserver of the resolv.conf at path
+// that a node's pods can reach (not a loopback address), or "".
+//
+// The cluster runs no DNS service. Without clusterDNS, kubelet sends pods
+// of the default dnsPolicy (ClusterFirst) to the host's resolv.conf
+// anyway, but records a MissingClusterDNS Event on every pod sync: on a
+// busy e2e run those Event writes were the apiserver's largest single
+// load. Naming the host's nameserver keeps pods' DNS where it was, without
+// the Events.
+func hostNameserver(path string) string {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	for line := range strings.Lines(string(raw)) {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != "nameserver" {
+			continue
+		}
+		if ip := net.ParseIP(f[1]); ip != nil && !ip.IsLoopback() {
+			return ip.String()
+		}
+	}
+	return ""
 }
 
 func kubeProxyConfig(b *pki.Bundle, node string) string {

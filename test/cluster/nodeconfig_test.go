@@ -66,3 +66,28 @@ func TestWriteRegistryHostsRefreshesRunningNode(t *testing.T) {
 	// Idempotent.
 	require.NoError(t, writeRegistryHosts(cfg, 1))
 }
+
+// TestHostNameserver: kubelet's clusterDNS is the host's first nameserver
+// a pod can reach; none leaves the setting out.
+func TestHostNameserver(t *testing.T) {
+	for _, tc := range []struct {
+		name, conf, want string
+	}{
+		{"first reachable", "# generated\nsearch example.org\nnameserver 10.255.255.53\nnameserver 10.0.0.2\n", "10.255.255.53"},
+		{"loopback skipped", "nameserver 127.0.0.53\nnameserver 192.0.2.53\n", "192.0.2.53"},
+		{"only loopback", "nameserver 127.0.0.53\n", ""},
+		{"none", "search example.org\n", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "resolv.conf")
+			require.NoError(t, os.WriteFile(path, []byte(tc.conf), 0o644))
+			require.Equal(t, tc.want, hostNameserver(path))
+			if tc.want == "" {
+				require.Empty(t, clusterDNS(hostNameserver(path)))
+			} else {
+				require.Equal(t, "clusterDNS: ["+tc.want+"]\n", clusterDNS(hostNameserver(path)))
+			}
+		})
+	}
+	require.Empty(t, hostNameserver(filepath.Join(t.TempDir(), "missing")))
+}
