@@ -32,7 +32,7 @@ export SHOAL_E2E_ARTIFACTS=${SHOAL_E2E_ARTIFACTS:-$PWD/.cache/e2e-artifacts}
 # The framework's own tests (./test/e2e/framework) run with the first.
 e2e_group() { # group packages
   SHOAL_E2E_GROUP=$1 $stage "e2e $1" hack/gotest.sh "e2e-$1" -tags e2e -count=1 -timeout 30m \
-    -parallel "${E2E_PARALLEL:-8}" "$2" ||
+    -parallel "${E2E_PARALLEL:-12}" "$2" ||
     { echo "e2e ($1 group) failed; artifacts in $SHOAL_E2E_ARTIFACTS, verbose log .cache/test-results/e2e-$1.log" >&2; exit 1; }
 }
 e2e_group parallel ./test/e2e/...
