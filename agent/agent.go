@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"k8s.io/klog/v2"
 
+	"github.com/shoal-io/shoal/agent/endpointauth"
 	"github.com/shoal-io/shoal/agent/link"
 	"github.com/shoal-io/shoal/agent/mesh"
 	"github.com/shoal-io/shoal/agent/state"
@@ -202,7 +203,7 @@ func Run(ctx context.Context, o Options) error {
 		g.Go(func() error { return setup.run(ctx) })
 	}
 	g.Go(func() error {
-		return serveHTTP(ctx, o, reg, rt, m, func() error {
+		return serveHTTP(ctx, o, reg, rt, m, linkReviewer(l), func() error {
 			select {
 			case <-runner.Ready():
 			default:
@@ -303,9 +304,13 @@ func (c *runtimeConn) info() (name, version string) {
 }
 
 // serveHTTP serves the agent's endpoint.
-func serveHTTP(ctx context.Context, o Options, reg *prometheus.Registry, rt *runtimeConn, m *mesh.Mesh, ready func() error) error {
+func serveHTTP(ctx context.Context, o Options, reg *prometheus.Registry, rt *runtimeConn, m *mesh.Mesh, reviewer endpointauth.Reviewer, ready func() error) error {
 	mux := httpserve.Mux(reg, ready)
-	mux.HandleFunc("/inventory", func(w http.ResponseWriter, r *http.Request) {
+	// /metrics, /healthz and /readyz stay open, as node exporters' do; the
+	// endpoints that show what runs on the node need a token whose user
+	// may get them (package endpointauth).
+	guarded := http.NewServeMux()
+	guarded.HandleFunc("/inventory", func(w http.ResponseWriter, r *http.Request) {
 		c, err := rt.get()
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
@@ -318,11 +323,26 @@ func serveHTTP(ctx context.Context, o Options, reg *prometheus.Registry, rt *run
 		}
 		writeJSON(w, inv)
 	})
-	mux.HandleFunc("/mesh", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, m.Members()) })
+	guarded.HandleFunc("/mesh", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, m.Members()) })
+	guard := (&endpointauth.Guard{Reviewer: reviewer, Registerer: reg}).Protect(guarded)
+	mux.Handle("/inventory", guard)
+	mux.Handle("/mesh", guard)
 	if o.Profiling {
-		httpserve.Profiling(mux)
+		httpserve.Profiling(guarded)
+		mux.Handle("/debug/pprof/", guard)
 	}
 	return httpserve.ListenAndServe(ctx, o.MetricsAddr, mux)
+}
+
+// linkReviewer reviews endpoint tokens through the coordinator.
+func linkReviewer(l *link.Link) endpointauth.Reviewer {
+	return endpointauth.ReviewerFunc(func(ctx context.Context, token, verb, path string) (endpointauth.Decision, error) {
+		r, err := l.ReviewAccess(ctx, token, verb, path)
+		if err != nil {
+			return endpointauth.Decision{}, err
+		}
+		return endpointauth.Decision{Authenticated: r.GetAuthenticated(), Allowed: r.GetAllowed(), User: r.GetUser(), Reason: r.GetReason()}, nil
+	})
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

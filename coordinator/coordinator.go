@@ -204,7 +204,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	store := dispatch.NewStore()
 	authenticator := &auth.Authenticator{Client: client, Audience: o.AgentAudience, ServiceAccount: o.AgentServiceAccount}
-	server := dispatch.NewServer(dispatch.ServerOptions{Store: store, Auth: authenticator, IsLeader: isLeader, Name: o.PodName, Registerer: reg})
+	server := dispatch.NewServer(dispatch.ServerOptions{Store: store, Auth: authenticator, Access: &auth.AccessReviewer{Client: client}, IsLeader: isLeader, Name: o.PodName, Registerer: reg})
 
 	scheme := runtime.NewScheme()
 	if err := errors.Join(kubescheme.AddToScheme(scheme), shoalscheme.AddToScheme(scheme)); err != nil {

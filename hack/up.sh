@@ -63,7 +63,9 @@ cat <<MSG
 The cluster is up with Shoal running. Use it from a shell with:
   eval "\$(make -s cluster-env)"
 
-Agents serve /metrics, /inventory and /mesh on <node IP>:9480; the
+Agents serve /metrics on <node IP>:9480, and /inventory and /mesh there
+to a bearer token allowed to read them (ClusterRole
+shoal-agent-endpoints-reader; docs/dev/backbone.md#agent-endpoints); the
 coordinator serves /metrics on <pod IP>:8080. The kubectl plugin is
 .cache/bin/kubectl-kruise (try: get imagepulljob warm-busybox --nodes).
 Stop everything with: make cluster-down

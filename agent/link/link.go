@@ -77,7 +77,33 @@ const setupTimeout = 30 * time.Second
 type Link struct {
 	cfg       Config
 	connected atomic.Bool
-	metrics   linkMetrics
+	// conn is the current session's connection (nil between sessions);
+	// ReviewAccess calls go over it.
+	conn    atomic.Pointer[grpc.ClientConn]
+	metrics linkMetrics
+}
+
+// ErrNotConnected is returned by ReviewAccess between sessions.
+var ErrNotConnected = errors.New("coordinator not connected")
+
+// ReviewAccess asks the coordinator whether token may use verb on path, an
+// endpoint of this agent (see package agent/endpointauth), over the
+// current session's connection.
+func (l *Link) ReviewAccess(ctx context.Context, token, verb, path string) (*nodeworkv1.AccessReviewResponse, error) {
+	conn := l.conn.Load()
+	if conn == nil {
+		return nil, ErrNotConnected
+	}
+	own, err := l.token()
+	if err != nil {
+		return nil, err
+	}
+	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+own)
+	resp, err := nodeworkv1.NewNodeWorkClient(conn).ReviewAccess(ctx, &nodeworkv1.AccessReviewRequest{Token: token, Verb: verb, Path: path})
+	if err != nil {
+		return nil, fmt.Errorf("coordinator access review: %w", err)
+	}
+	return resp, nil
 }
 
 type linkMetrics struct {
@@ -214,6 +240,8 @@ func (l *Link) session(ctx context.Context) error {
 		return fmt.Errorf("dial coordinator %s: %w", l.cfg.Address, err)
 	}
 	defer func() { _ = conn.Close() }()
+	l.conn.Store(conn)
+	defer l.conn.CompareAndSwap(conn, nil)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

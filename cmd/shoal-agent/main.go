@@ -50,7 +50,7 @@ func run(ctx context.Context, args []string) error {
 	fs.StringVar(&o.RuntimeEndpoint, "runtime-endpoint", "", "CRI socket, e.g. unix:///run/containerd/containerd.sock (empty: detect)")
 	fs.StringVar(&o.HostRoot, "host-root", "/host", "where the host's /run is mounted (as <host-root>/run), for runtime detection")
 	fs.StringVar(&o.StateDir, "state-dir", "/var/lib/shoal-agent", "directory that keeps accepted work across restarts")
-	fs.StringVar(&o.MetricsAddr, "metrics-addr", ":9480", "address of /metrics, /healthz, /readyz, /inventory and /mesh")
+	fs.StringVar(&o.MetricsAddr, "metrics-addr", ":9480", "address of /metrics, /healthz, /readyz (open), /inventory and /mesh (bearer token allowed to get them: ClusterRole shoal-agent-endpoints-reader)")
 	fs.StringVar(&o.Zone, "zone", "", "the node's topology zone, if known")
 	fs.IntVar(&o.MaxConcurrentPulls, "max-concurrent-pulls", work.DefaultMaxConcurrentPulls, "most image pulls (ImagePullJob work) that run at once on the node")
 	fs.IntVar(&o.P2PPort, "p2p-port", 30020, "image swarm port on --mesh-advertise (peers and trackers); 0 turns the swarm and the registry mirror off")
@@ -61,7 +61,7 @@ func run(ctx context.Context, args []string) error {
 	fs.Int64Var(&o.IngressBytesPerSecond, "ingress-bytes-per-second", 0, "cap on the swarm's download rate (0: none)")
 	fs.Int64Var(&o.EgressBytesPerSecond, "egress-bytes-per-second", 0, "cap on the swarm's upload rate to peers (0: none)")
 	fs.IntVar(&o.MaxPeerUploads, "max-peer-uploads", 0, "uploads to peers at once; more are answered 429 (0: the default, 4)")
-	fs.BoolVar(&o.Profiling, "profiling", false, "serve Go runtime profiles under /debug/pprof/ on --metrics-addr (unauthenticated)")
+	fs.BoolVar(&o.Profiling, "profiling", false, "serve Go runtime profiles under /debug/pprof/ on --metrics-addr (to tokens allowed to get them, as /inventory)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

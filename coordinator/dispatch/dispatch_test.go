@@ -36,6 +36,20 @@ func (t tokens) Authenticate(_ context.Context, token string) (auth.Identity, er
 	return auth.Identity{NodeName: node, PodName: "agent-" + node}, nil
 }
 
+// readers maps a client token to its user, who may get /inventory only.
+type readers map[string]string
+
+func (r readers) Review(_ context.Context, token, verb, path string) (auth.AccessDecision, error) {
+	user, ok := r[token]
+	switch {
+	case !ok:
+		return auth.AccessDecision{Reason: "invalid bearer token"}, nil
+	case verb == "get" && path == "/inventory":
+		return auth.AccessDecision{Authenticated: true, Allowed: true, User: user}, nil
+	}
+	return auth.AccessDecision{Authenticated: true, User: user, Reason: "no grant"}, nil
+}
+
 type harness struct {
 	t      *testing.T
 	store  *dispatch.Store
@@ -52,6 +66,7 @@ func startServer(t *testing.T, store *dispatch.Store, leader func() bool) *harne
 	ctx, cancel := context.WithCancel(ctx)
 	srv := dispatch.NewServer(dispatch.ServerOptions{
 		Store: store, Auth: tokens{"t1": "node-1", "t2": "node-2"}, IsLeader: leader, Name: "test", HelloTimeout: 2 * time.Second,
+		Access: readers{"reader-token": "ops:reader"},
 	})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -395,4 +410,48 @@ func TestLeaseLostDuringSetup(t *testing.T) {
 	}
 	require.Equal(t, codes.Unavailable, status.Code(recvErr), "got %v", recvErr)
 	require.Contains(t, status.Convert(recvErr).Message(), "no longer the leader")
+}
+
+// TestReviewAccess: an agent's endpoint reviews reach the coordinator over
+// its connection; nobody else may ask; without a connection the agent
+// knows it has no answer.
+func TestReviewAccess(t *testing.T) {
+	store := dispatch.NewStore()
+	h := startServer(t, store, nil)
+	a := startAgent(t, h.addr, "node-1", "t1", t.TempDir())
+	require.Eventually(t, a.link.Connected, 10*time.Second, 5*time.Millisecond)
+
+	ctx := t.Context()
+	r, err := a.link.ReviewAccess(ctx, "reader-token", "get", "/inventory")
+	require.NoError(t, err)
+	require.True(t, r.GetAllowed())
+	require.Equal(t, "ops:reader", r.GetUser())
+	r, err = a.link.ReviewAccess(ctx, "reader-token", "get", "/mesh")
+	require.NoError(t, err)
+	require.False(t, r.GetAllowed())
+	require.True(t, r.GetAuthenticated())
+	r, err = a.link.ReviewAccess(ctx, "forged", "get", "/inventory")
+	require.NoError(t, err)
+	require.False(t, r.GetAuthenticated())
+	require.Equal(t, "invalid bearer token", r.GetReason())
+
+	// Only agents may use the coordinator to check tokens.
+	conn, err := grpc.NewClient(h.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer func() { _ = conn.Close() }()
+	for _, own := range []string{"", "reader-token"} {
+		callCtx := ctx
+		if own != "" {
+			callCtx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+own)
+		}
+		_, err = nodeworkv1.NewNodeWorkClient(conn).ReviewAccess(callCtx, &nodeworkv1.AccessReviewRequest{Token: "reader-token", Verb: "get", Path: "/inventory"})
+		require.Equal(t, codes.Unauthenticated, status.Code(err), "caller token %q: %v", own, err)
+	}
+
+	h.stop()
+	require.Eventually(t, func() bool { return !a.link.Connected() }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool {
+		_, err := a.link.ReviewAccess(ctx, "reader-token", "get", "/inventory")
+		return errors.Is(err, link.ErrNotConnected)
+	}, 10*time.Second, 5*time.Millisecond)
 }

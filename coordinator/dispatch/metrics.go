@@ -9,6 +9,7 @@ type serverMetrics struct {
 	reconnects     prometheus.Counter
 	protocolErrors prometheus.Counter
 	reports        *prometheus.CounterVec
+	reviews        *prometheus.CounterVec
 	workItems      *workItemsCollector
 }
 
@@ -38,6 +39,10 @@ func newServerMetrics(s *Server) *serverMetrics {
 			Name: "shoal_coordinator_work_reports_total",
 			Help: "Work reports received from agents, by work kind.",
 		}, []string{"kind"}),
+		reviews: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shoal_coordinator_endpoint_access_reviews_total",
+			Help: "Reviews of tokens presented to agent endpoints, by result: allowed, denied, unauthenticated_client; or the asking agent's refusal (unauthenticated, forbidden, unavailable), or error (the apiserver could not review).",
+		}, []string{"result"}),
 		workItems: &workItemsCollector{store: s.opts.Store, desc: prometheus.NewDesc(
 			"shoal_coordinator_work_items",
 			"Work items held for nodes, by kind and by the state the node last reported (dispatched: no report yet).",
@@ -46,10 +51,12 @@ func newServerMetrics(s *Server) *serverMetrics {
 }
 
 func (m *serverMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.connected, m.connects, m.reconnects, m.protocolErrors, m.reports, m.workItems}
+	return []prometheus.Collector{m.connected, m.connects, m.reconnects, m.protocolErrors, m.reports, m.reviews, m.workItems}
 }
 
 func (m *serverMetrics) refused(reason string) { m.connects.WithLabelValues(reason).Inc() }
+
+func (m *serverMetrics) reviewed(result string) { m.reviews.WithLabelValues(result).Inc() }
 
 func (m *serverMetrics) accepted(reconnect bool) {
 	m.connects.WithLabelValues("accepted").Inc()

@@ -44,8 +44,17 @@ type ServerOptions struct {
 	Name string
 	// HelloTimeout bounds the wait for an agent's Hello (default 10 s).
 	HelloTimeout time.Duration
+	// Access answers the agents' reviews of tokens presented to their
+	// HTTP endpoints. Nil: ReviewAccess is unimplemented.
+	Access AccessReviewer
 	// Registerer receives the server's metrics (nil: not registered).
 	Registerer prometheus.Registerer
+}
+
+// AccessReviewer decides whether a client's bearer token may use an agent
+// endpoint. *auth.AccessReviewer is the real one.
+type AccessReviewer interface {
+	Review(ctx context.Context, token, verb, path string) (auth.AccessDecision, error)
 }
 
 // Server serves the node-work stream. Each node has at most one live
@@ -200,6 +209,7 @@ func (s *Server) Connect(stream nodeworkv1.NodeWork_ConnectServer) error {
 	id, err := s.authenticate(authCtx)
 	cancelAuth()
 	if err != nil {
+		s.metrics.refused(authRefusal(err))
 		log.Info("Refused agent stream", "reason", err.Error())
 		return err
 	}
@@ -294,17 +304,56 @@ func (s *Server) authenticate(ctx context.Context) (auth.Identity, error) {
 	}
 	switch {
 	case errors.Is(err, auth.ErrForbidden):
-		s.metrics.refused("forbidden")
 		return auth.Identity{}, status.Error(codes.PermissionDenied, err.Error())
 	case errors.Is(err, auth.ErrUnauthenticated):
-		s.metrics.refused("unauthenticated")
 		return auth.Identity{}, status.Error(codes.Unauthenticated, err.Error())
 	default:
 		// The token could not be checked (apiserver unreachable, timeout):
 		// not the agent's fault; it retries.
-		s.metrics.refused("unavailable")
 		return auth.Identity{}, status.Error(codes.Unavailable, "cannot check the agent's token now: "+err.Error())
 	}
+}
+
+// authRefusal is the metric label of an error of authenticate.
+func authRefusal(err error) string {
+	switch status.Code(err) {
+	case codes.PermissionDenied:
+		return "forbidden"
+	case codes.Unauthenticated:
+		return "unauthenticated"
+	default:
+		return "unavailable"
+	}
+}
+
+// ReviewAccess implements the review of a token that a client presented
+// to an agent's endpoint. Only agents may ask: the coordinator is not a
+// token oracle for anyone else. Followers answer too; the review needs no
+// lease.
+func (s *Server) ReviewAccess(ctx context.Context, req *nodeworkv1.AccessReviewRequest) (*nodeworkv1.AccessReviewResponse, error) {
+	if s.opts.Access == nil {
+		return nil, status.Error(codes.Unimplemented, "this coordinator does not review agent endpoint access")
+	}
+	id, err := s.authenticate(ctx)
+	if err != nil {
+		s.metrics.reviewed(authRefusal(err))
+		return nil, err
+	}
+	d, err := s.opts.Access.Review(ctx, req.GetToken(), req.GetVerb(), req.GetPath())
+	if err != nil {
+		s.metrics.reviewed("error")
+		klog.FromContext(ctx).WithName("nodework").Info("Agent endpoint access review failed", "node", id.NodeName, "path", req.GetPath(), "err", err)
+		return nil, status.Error(codes.Unavailable, "review the token: "+err.Error())
+	}
+	switch {
+	case d.Allowed:
+		s.metrics.reviewed("allowed")
+	case d.Authenticated:
+		s.metrics.reviewed("denied")
+	default:
+		s.metrics.reviewed("unauthenticated_client")
+	}
+	return &nodeworkv1.AccessReviewResponse{Authenticated: d.Authenticated, Allowed: d.Allowed, User: d.User, Reason: d.Reason}, nil
 }
 
 // awaitHello reads the first message, which must be a valid Hello.

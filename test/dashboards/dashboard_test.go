@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -31,6 +32,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 
+	"github.com/shoal-io/shoal/agent/endpointauth"
 	"github.com/shoal-io/shoal/agent/link"
 	"github.com/shoal-io/shoal/agent/mesh"
 	"github.com/shoal-io/shoal/agent/state"
@@ -444,6 +446,7 @@ func agentMetrics(t *testing.T) *recordingRegisterer {
 
 	probes.New(nil, probes.WithRegisterer(reg))
 	link.New(link.Config{Registerer: reg})
+	(&endpointauth.Guard{Registerer: reg}).Protect(http.NotFoundHandler())
 
 	// The image swarm: tracker, tracker client, fetcher and blob server.
 	n, err := node.New(node.Config{

@@ -79,7 +79,7 @@ func waitMeshAlive(ctx context.Context, t *testing.T, f *framework.Framework, on
 					Name  string
 					State string
 				}
-				if err := framework.GetJSON(ctx, framework.AgentURL(pod)+"/mesh", &members); err != nil {
+				if err := framework.GetJSON(ctx, framework.AgentURL(pod)+"/mesh", f.EndpointReaderToken(ctx), &members); err != nil {
 					return false, nil
 				}
 				found := false
@@ -146,7 +146,7 @@ func TestBackboneDeployed(t *testing.T) {
 		var count int
 		err := framework.WaitFor(ctx, time.Minute, func(ctx context.Context) (bool, error) {
 			var inv cri.Inventory
-			if err := framework.GetJSON(ctx, framework.AgentURL(pod)+"/inventory", &inv); err != nil {
+			if err := framework.GetJSON(ctx, framework.AgentURL(pod)+"/inventory", f.EndpointReaderToken(ctx), &inv); err != nil {
 				last = err.Error()
 				return false, nil
 			}

@@ -62,6 +62,7 @@ func TestRBAC(t *testing.T) {
 		{"agent cannot list pods in shoal-system", agent, attrs{Namespace: shoalSystemNamespace, Verb: "list", Resource: "pods"}, false},
 		{"agent cannot get nodes", agent, attrs{Verb: "get", Resource: "nodes", Name: "shoal-worker-1"}, false},
 		{"agent cannot create tokenreviews", agent, attrs{Verb: "create", Group: "authentication.k8s.io", Resource: "tokenreviews"}, false},
+		{"agent cannot create subjectaccessreviews (the coordinator reviews endpoint tokens for it)", agent, attrs{Verb: "create", Group: "authorization.k8s.io", Resource: "subjectaccessreviews"}, false},
 		{"agent cannot watch configmaps cluster-wide", agent, attrs{Namespace: allNS, Verb: "watch", Resource: "configmaps"}, false},
 		{"agent cannot watch configmaps in shoal-system", agent, attrs{Namespace: shoalSystemNamespace, Verb: "watch", Resource: "configmaps"}, false},
 		{"agent cannot watch configmaps in kube-system", agent, attrs{Namespace: "kube-system", Verb: "watch", Resource: "configmaps"}, false},
@@ -70,6 +71,7 @@ func TestRBAC(t *testing.T) {
 
 		// The coordinator: what its work needs.
 		{"coordinator can create tokenreviews", coordinator, attrs{Verb: "create", Group: "authentication.k8s.io", Resource: "tokenreviews"}, true},
+		{"coordinator can create subjectaccessreviews (tokens sent to agent endpoints)", coordinator, attrs{Verb: "create", Group: "authorization.k8s.io", Resource: "subjectaccessreviews"}, true},
 		{"coordinator can list pods cluster-wide", coordinator, attrs{Namespace: allNS, Verb: "list", Resource: "pods"}, true},
 		{"coordinator can patch pods", coordinator, attrs{Namespace: "default", Verb: "patch", Resource: "pods", Name: "any"}, true},
 		{"coordinator can patch pods/status", coordinator, attrs{Namespace: "default", Verb: "patch", Resource: "pods", Subresource: "status", Name: "any"}, true},

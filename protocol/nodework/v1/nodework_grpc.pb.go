@@ -30,7 +30,8 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	NodeWork_Connect_FullMethodName = "/shoal.nodework.v1.NodeWork/Connect"
+	NodeWork_Connect_FullMethodName      = "/shoal.nodework.v1.NodeWork/Connect"
+	NodeWork_ReviewAccess_FullMethodName = "/shoal.nodework.v1.NodeWork/ReviewAccess"
 )
 
 // NodeWorkClient is the client API for NodeWork service.
@@ -43,6 +44,13 @@ type NodeWorkClient interface {
 	// with its projected ServiceAccount token in the "authorization" metadata
 	// ("Bearer <token>"); the first message each way is Hello / Welcome.
 	Connect(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[AgentMessage, CoordinatorMessage], error)
+	// ReviewAccess decides whether a bearer token that a client presented to
+	// one of the agent's own HTTP endpoints (/inventory, /mesh,
+	// /debug/pprof/) may use it: a TokenReview of the token, then a
+	// SubjectAccessReview of the verb on the path, a non-resource URL. The
+	// agent has no Kubernetes API access of its own, so it asks the
+	// coordinator; it authenticates as for Connect. Any replica answers.
+	ReviewAccess(ctx context.Context, in *AccessReviewRequest, opts ...grpc.CallOption) (*AccessReviewResponse, error)
 }
 
 type nodeWorkClient struct {
@@ -66,6 +74,16 @@ func (c *nodeWorkClient) Connect(ctx context.Context, opts ...grpc.CallOption) (
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type NodeWork_ConnectClient = grpc.BidiStreamingClient[AgentMessage, CoordinatorMessage]
 
+func (c *nodeWorkClient) ReviewAccess(ctx context.Context, in *AccessReviewRequest, opts ...grpc.CallOption) (*AccessReviewResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AccessReviewResponse)
+	err := c.cc.Invoke(ctx, NodeWork_ReviewAccess_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NodeWorkServer is the server API for NodeWork service.
 // All implementations must embed UnimplementedNodeWorkServer
 // for forward compatibility.
@@ -76,6 +94,13 @@ type NodeWorkServer interface {
 	// with its projected ServiceAccount token in the "authorization" metadata
 	// ("Bearer <token>"); the first message each way is Hello / Welcome.
 	Connect(grpc.BidiStreamingServer[AgentMessage, CoordinatorMessage]) error
+	// ReviewAccess decides whether a bearer token that a client presented to
+	// one of the agent's own HTTP endpoints (/inventory, /mesh,
+	// /debug/pprof/) may use it: a TokenReview of the token, then a
+	// SubjectAccessReview of the verb on the path, a non-resource URL. The
+	// agent has no Kubernetes API access of its own, so it asks the
+	// coordinator; it authenticates as for Connect. Any replica answers.
+	ReviewAccess(context.Context, *AccessReviewRequest) (*AccessReviewResponse, error)
 	mustEmbedUnimplementedNodeWorkServer()
 }
 
@@ -88,6 +113,9 @@ type UnimplementedNodeWorkServer struct{}
 
 func (UnimplementedNodeWorkServer) Connect(grpc.BidiStreamingServer[AgentMessage, CoordinatorMessage]) error {
 	return status.Error(codes.Unimplemented, "method Connect not implemented")
+}
+func (UnimplementedNodeWorkServer) ReviewAccess(context.Context, *AccessReviewRequest) (*AccessReviewResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReviewAccess not implemented")
 }
 func (UnimplementedNodeWorkServer) mustEmbedUnimplementedNodeWorkServer() {}
 func (UnimplementedNodeWorkServer) testEmbeddedByValue()                  {}
@@ -117,13 +145,36 @@ func _NodeWork_Connect_Handler(srv interface{}, stream grpc.ServerStream) error 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type NodeWork_ConnectServer = grpc.BidiStreamingServer[AgentMessage, CoordinatorMessage]
 
+func _NodeWork_ReviewAccess_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AccessReviewRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeWorkServer).ReviewAccess(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeWork_ReviewAccess_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeWorkServer).ReviewAccess(ctx, req.(*AccessReviewRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // NodeWork_ServiceDesc is the grpc.ServiceDesc for NodeWork service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
 var NodeWork_ServiceDesc = grpc.ServiceDesc{
 	ServiceName: "shoal.nodework.v1.NodeWork",
 	HandlerType: (*NodeWorkServer)(nil),
-	Methods:     []grpc.MethodDesc{},
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "ReviewAccess",
+			Handler:    _NodeWork_ReviewAccess_Handler,
+		},
+	},
 	Streams: []grpc.StreamDesc{
 		{
 			StreamName:    "Connect",

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,6 +41,9 @@ type Framework struct {
 	APIVersion string
 
 	t testing.TB
+
+	readerMu    sync.Mutex
+	readerToken string
 }
 
 // New loads the Config, builds the clients and creates a namespace for t.

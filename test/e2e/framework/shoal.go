@@ -14,9 +14,13 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/stretchr/testify/require"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 // Names of the deployed Shoal (docs/dev/backbone.md).
@@ -89,9 +93,10 @@ func CoordinatorURL(pod *corev1.Pod) string {
 
 var httpClient = &http.Client{Timeout: 5 * time.Second}
 
-// GetJSON fetches url and decodes its JSON body into v.
-func GetJSON(ctx context.Context, url string, v any) error {
-	body, err := get(ctx, url)
+// GetJSON fetches url, with token as bearer token unless it is empty, and
+// decodes its JSON body into v.
+func GetJSON(ctx context.Context, url, token string, v any) error {
+	body, err := getWithToken(ctx, url, token)
 	if err != nil {
 		return err
 	}
@@ -102,9 +107,16 @@ func GetJSON(ctx context.Context, url string, v any) error {
 }
 
 func get(ctx context.Context, url string) ([]byte, error) {
+	return getWithToken(ctx, url, "")
+}
+
+func getWithToken(ctx context.Context, url, token string) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := httpClient.Do(req)
 	if err != nil {
@@ -119,6 +131,51 @@ func get(ctx context.Context, url string) ([]byte, error) {
 		return nil, fmt.Errorf("GET %s: %s: %s", url, resp.Status, body)
 	}
 	return body, nil
+}
+
+// AgentEndpointsReader is the ClusterRole (deploy/rbac.yaml) that grants
+// reads of the agents' /inventory, /mesh and /debug/pprof/.
+const AgentEndpointsReader = "shoal-agent-endpoints-reader"
+
+// AgentEndpointToken returns a token of a ServiceAccount of the test's
+// namespace: bound to AgentEndpointsReader when reader is true (the binding
+// goes when the test ends), bound to nothing otherwise.
+func (f *Framework) AgentEndpointToken(ctx context.Context, name string, reader bool) string {
+	f.t.Helper()
+	_, err := f.Kube.CoreV1().ServiceAccounts(f.Namespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	require.NoError(f.t, err, "create ServiceAccount %s/%s", f.Namespace, name)
+	if reader {
+		crb := &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: f.Namespace + "-" + name, Labels: map[string]string{"e2e": "true"}},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: AgentEndpointsReader},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: f.Namespace, Name: name}},
+		}
+		_, err := f.Kube.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{})
+		require.NoError(f.t, err, "bind %s to ClusterRole %s", name, AgentEndpointsReader)
+		f.t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := f.Kube.RbacV1().ClusterRoleBindings().Delete(ctx, crb.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				f.t.Errorf("delete ClusterRoleBinding %s: %v", crb.Name, err)
+			}
+		})
+	}
+	tr, err := f.Kube.CoreV1().ServiceAccounts(f.Namespace).CreateToken(ctx, name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)},
+	}, metav1.CreateOptions{})
+	require.NoError(f.t, err, "token of ServiceAccount %s/%s", f.Namespace, name)
+	return tr.Status.Token
+}
+
+// EndpointReaderToken is AgentEndpointToken of a reader ServiceAccount,
+// made once per test.
+func (f *Framework) EndpointReaderToken(ctx context.Context) string {
+	f.readerMu.Lock()
+	defer f.readerMu.Unlock()
+	if f.readerToken == "" {
+		f.readerToken = f.AgentEndpointToken(ctx, "agent-endpoints-reader", true)
+	}
+	return f.readerToken
 }
 
 // CoordinatorWrites reads the coordinator leader's API write counts
