@@ -70,6 +70,7 @@ test-unit: $(SHOAL_CLUSTER) ## Unit and in-process tests, with the race detector
 	$(SHOAL_CLUSTER) packages
 	$(STAGE) unit hack/gotest.sh unit -race -count=1 ./...
 	$(STAGE) "unit (bench tag)" hack/gotest.sh unit-bench -race -count=1 -tags bench -skip 'Benchmark$$' ./test/bench/p2p/
+	$(STAGE) fuzz hack/fuzz.sh
 
 test-e2e: $(SHOAL_CLUSTER) ## End-to-end suite on a fresh local cluster, torn down afterwards and checked.
 	hack/e2e.sh fresh
