@@ -118,6 +118,11 @@ func TestRBAC(t *testing.T) {
 		{"coordinator can update webhook shoal-validating", coordinator, attrs{Verb: "update", Group: "admissionregistration.k8s.io", Resource: "validatingwebhookconfigurations", Name: "shoal-validating"}, true},
 		{"coordinator cannot update other webhooks", coordinator, attrs{Verb: "update", Group: "admissionregistration.k8s.io", Resource: "validatingwebhookconfigurations", Name: "other"}, false},
 		{"coordinator cannot delete nodes", coordinator, attrs{Verb: "delete", Resource: "nodes", Name: "shoal-worker-1"}, false},
+		// Verbs no code uses are not granted (docs/dev/rbac.md).
+		{"coordinator cannot get a node (it reads nodes from its informer)", coordinator, attrs{Verb: "get", Resource: "nodes", Name: "shoal-worker-1"}, false},
+		{"coordinator cannot create core events (it records events.k8s.io events)", coordinator, attrs{Namespace: "default", Verb: "create", Resource: "events"}, false},
+		{"coordinator cannot patch clonesets/status (it updates status)", coordinator, attrs{Namespace: "default", Verb: "patch", Group: "apps.kruise.io", Resource: "clonesets", Subresource: "status", Name: "any"}, false},
+		{"coordinator can update controllerrevisions (renumbering a taken-over revision)", coordinator, attrs{Namespace: "default", Verb: "update", Group: "apps", Resource: "controllerrevisions", Name: "any"}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
