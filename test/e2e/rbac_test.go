@@ -95,7 +95,7 @@ func TestRBAC(t *testing.T) {
 		{"coordinator can delete clonesets (a UnitedDeployment's subsets)", coordinator, attrs{Namespace: "default", Verb: "delete", Group: "apps.kruise.io", Resource: "clonesets", Name: "any"}, true},
 		{"coordinator cannot delete daemonsets", coordinator, attrs{Namespace: "default", Verb: "delete", Group: "apps.kruise.io", Resource: "daemonsets", Name: "any"}, false},
 		{"coordinator can watch clonesets", coordinator, attrs{Namespace: allNS, Verb: "watch", Group: "apps.kruise.io", Resource: "clonesets"}, true},
-		{"coordinator can patch podunavailablebudgets/status", coordinator, attrs{Namespace: "default", Verb: "patch", Group: "policy.kruise.io", Resource: "podunavailablebudgets", Subresource: "status", Name: "any"}, true},
+		{"coordinator cannot patch podunavailablebudgets/status (it updates status)", coordinator, attrs{Namespace: "default", Verb: "patch", Group: "policy.kruise.io", Resource: "podunavailablebudgets", Subresource: "status", Name: "any"}, false},
 		// PodUnavailableBudgets: the workloads they count are only read;
 		// any kind's replicas through its scale subresource.
 		{"coordinator can update podunavailablebudgets/status", coordinator, attrs{Namespace: "default", Verb: "update", Group: "policy.kruise.io", Resource: "podunavailablebudgets", Subresource: "status", Name: "any"}, true},
