@@ -223,8 +223,10 @@ func TestCRRRecreatesSimpleContainers(t *testing.T) {
 			require.Equal(t, want, done.Status.ContainerRecreateStates)
 			t.Logf("%v recreated: created %s, completed %s", containers, created.CreationTimestamp.Format(time.RFC3339), done.Status.CompletionTime.Format(time.RFC3339))
 
-			// Events on the request and on the pod.
-			err := framework.WaitFor(ctx, 15*time.Second, func(ctx context.Context) (bool, error) {
+			// Events on the request and on the pod. client-go's event
+			// broadcaster retries a failed write after about 10 s, so
+			// allow two tries beyond the first.
+			err := framework.WaitFor(ctx, 40*time.Second, func(ctx context.Context) (bool, error) {
 				evs, err := f.Kube.EventsV1().Events(f.Namespace).List(ctx, metav1.ListOptions{})
 				if err != nil {
 					return false, err
