@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every Go native fuzz target of the module for a bounded time each:
 #
-#   hack/fuzz.sh            FUZZTIME per target (default 8s; make test runs it so)
+#   hack/fuzz.sh            FUZZTIME per target (default 5s; make test runs it so)
 #   FUZZTIME=2m hack/fuzz.sh
 #
 # `go test` alone only replays each target's seeds and committed corpus
@@ -11,7 +11,7 @@
 # commit it with the fix, and it stays a regression case.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-fuzztime=${FUZZTIME:-8s}
+fuzztime=${FUZZTIME:-5s}
 
 targets=0
 while IFS= read -r file; do
