@@ -47,7 +47,7 @@ var serialTests = []string{
 	"TestDaemonSetIgnoresNotReadyNodes",
 	"TestHelmChartInstall",
 	"TestHelmUpgradeKeepsWork",
-	"TestCloneSetAdoptsOpenKruisePods",
+	"TestWorkloadsAdoptOpenKruisePods",
 }
 
 // serial marks t as a test of the serial group. It fails t if t is not in

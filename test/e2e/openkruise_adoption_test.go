@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
@@ -25,9 +27,10 @@ import (
 	"github.com/shoal-io/shoal/test/e2e/framework"
 )
 
-// cloneSetWebhooks are the validating webhooks a CloneSet create goes
-// through, which refuse it while no coordinator runs (failurePolicy Fail).
-var cloneSetWebhooks = []string{"clonesets.validate.shoal.io", "selectors.validate.shoal.io"}
+// adoptionWebhooks are the validating webhooks the workloads' creates go
+// through, which refuse them while no coordinator runs (failurePolicy
+// Fail).
+var adoptionWebhooks = []string{"clonesets.validate.shoal.io", "statefulsets.validate.shoal.io", "daemonsets.validate.shoal.io", "selectors.validate.shoal.io"}
 
 // setWebhookFailurePolicy sets the failure policy of the named webhooks
 // of the shoal-validating configuration.
@@ -52,26 +55,47 @@ func setWebhookFailurePolicy(ctx context.Context, f *framework.Framework, names 
 	return nil
 }
 
-// kruiseRevision is a ControllerRevision as OpenKruise's CloneSet
-// controller writes it: named by OpenKruise's own hash, the template stored
-// as a replace patch under spec.template.
-func kruiseRevision(t *testing.T, cs *v1beta1.CloneSet, hash string, number int64) *appsv1.ControllerRevision {
+// kruiseRevision is a ControllerRevision as OpenKruise's controllers
+// (and upstream's StatefulSet and DaemonSet controllers) write it: named
+// <owner>-<hash> by OpenKruise's own hash, the template stored as a replace
+// patch under spec.template, labelled with the hash and the selector's
+// labels, controlled by owner (of kind gvk).
+func kruiseRevision(t *testing.T, owner metav1.Object, gvk schema.GroupVersionKind, tmpl *corev1.PodTemplateSpec, selector map[string]string, hash string, number int64) *appsv1.ControllerRevision {
 	t.Helper()
-	tpl, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&cs.Spec.Template)
+	tpl, err := runtime.DefaultUnstructuredConverter.ToUnstructured(tmpl)
 	require.NoError(t, err)
 	tpl["$patch"] = "replace"
 	raw, err := json.Marshal(map[string]any{"spec": map[string]any{"template": tpl}})
 	require.NoError(t, err)
 	labels := map[string]string{wellknown.LabelControllerRevisionHash: hash}
-	for k, v := range cs.Spec.Selector.MatchLabels {
+	for k, v := range selector {
 		labels[k] = v
 	}
 	return &appsv1.ControllerRevision{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: cs.Name + "-" + hash, Labels: labels,
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(cs, v1beta1.SchemeGroupVersion.WithKind("CloneSet"))},
+			Name: owner.GetName() + "-" + hash, Labels: labels,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(owner, gvk)},
 		},
 		Data: runtime.RawExtension{Raw: raw}, Revision: number,
+	}
+}
+
+// kruiseOwnedPod is a pod of owner's template, controlled by owner, with
+// extra labels on top of the template's.
+func kruiseOwnedPod(owner metav1.Object, gvk schema.GroupVersionKind, tmpl *corev1.PodTemplateSpec, name string, extra map[string]string) *corev1.Pod {
+	labels := map[string]string{}
+	for k, v := range tmpl.Labels {
+		labels[k] = v
+	}
+	for k, v := range extra {
+		labels[k] = v
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Labels: labels,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(owner, gvk)},
+		},
+		Spec: *tmpl.Spec.DeepCopy(),
 	}
 }
 
@@ -79,49 +103,80 @@ func kruiseRevision(t *testing.T, cs *v1beta1.CloneSet, hash string, number int6
 // named <cloneset>-<instance id>, labelled with its revision, instance id
 // and lifecycle state, controlled by cs.
 func kruisePod(cs *v1beta1.CloneSet, rev *appsv1.ControllerRevision, id string) *corev1.Pod {
-	labels := map[string]string{
+	return kruiseOwnedPod(cs, v1beta1.SchemeGroupVersion.WithKind("CloneSet"), &cs.Spec.Template, cs.Name+"-"+id, map[string]string{
 		wellknown.LabelControllerRevisionHash: rev.Name,
 		wellknown.LabelPodTemplateHash:        rev.Labels[wellknown.LabelControllerRevisionHash],
 		wellknown.LabelCloneSetInstanceID:     id,
 		wellknown.LabelLifecycleState:         "Normal",
-	}
-	for k, v := range cs.Spec.Template.Labels {
-		labels[k] = v
-	}
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: cs.Name + "-" + id, Labels: labels,
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(cs, v1beta1.SchemeGroupVersion.WithKind("CloneSet"))},
-		},
-		Spec: *cs.Spec.Template.Spec.DeepCopy(),
-	}
+	})
 }
 
-// TestCloneSetAdoptsOpenKruisePods: a CloneSet left by OpenKruise (its
-// ControllerRevision named by OpenKruise's hash, its pods labelled with
-// it) is taken over by Shoal without recreating a pod. While no
-// coordinator runs (as between uninstalling OpenKruise and installing
-// Shoal), the test writes the CloneSet, its revision and its two running
-// pods as OpenKruise's controller does; the CloneSet's update policy is
-// ReCreate, so a pod Shoal took for out of date would be deleted. Once the
-// coordinator is back, the CloneSet reports both pods updated and ready at
-// OpenKruise's revision, the same pods stay for 10 s, and a scale-up adds
-// a pod at that revision.
+// kruiseStatefulSetPod is pod ordinal of set as OpenKruise's Advanced
+// StatefulSet controller creates it (as upstream's does): named
+// <set>-<ordinal>, labelled with the revision's name, its pod name and
+// index, with the set's identity.
+func kruiseStatefulSetPod(set *v1beta1.StatefulSet, rev *appsv1.ControllerRevision, ordinal int) *corev1.Pod {
+	name := fmt.Sprintf("%s-%d", set.Name, ordinal)
+	p := kruiseOwnedPod(set, v1beta1.SchemeGroupVersion.WithKind("StatefulSet"), &set.Spec.Template, name, map[string]string{
+		wellknown.LabelControllerRevisionHash: rev.Name,
+		wellknown.LabelStatefulSetPodName:     name,
+		wellknown.LabelPodIndex:               strconv.Itoa(ordinal),
+	})
+	p.Spec.Hostname, p.Spec.Subdomain = name, set.Spec.ServiceName
+	return p
+}
+
+// kruiseDaemonPod is ds's pod for node as OpenKruise's Advanced DaemonSet
+// controller creates it (as upstream's does): labelled with the revision's
+// hash and the template generation, pinned to the node by node affinity.
+func kruiseDaemonPod(ds *v1beta1.DaemonSet, hash, node string) *corev1.Pod {
+	p := kruiseOwnedPod(ds, v1beta1.SchemeGroupVersion.WithKind("DaemonSet"), &ds.Spec.Template, ds.Name+"-"+hash[:5], map[string]string{
+		wellknown.LabelControllerRevisionHash: hash,
+		"pod-template-generation":             "1",
+	})
+	p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}},
+		}}},
+	}}
+	return p
+}
+
+// Kinds of the workloads the adoption test writes as OpenKruise left them.
+var (
+	cloneSetKind    = v1beta1.SchemeGroupVersion.WithKind("CloneSet")
+	statefulSetKind = v1beta1.SchemeGroupVersion.WithKind("StatefulSet")
+	daemonSetKind   = v1beta1.SchemeGroupVersion.WithKind("DaemonSet")
+)
+
+// TestWorkloadsAdoptOpenKruisePods: a CloneSet, an Advanced StatefulSet
+// and an Advanced DaemonSet left by OpenKruise (each ControllerRevision
+// named by OpenKruise's hash, their pods labelled with it) are taken over
+// by Shoal without recreating a pod. While no coordinator runs (as between
+// uninstalling OpenKruise and installing Shoal), the test writes each
+// workload, its revision and its running pods as OpenKruise's controllers
+// do. Every update policy recreates pods (CloneSet and StatefulSet
+// ReCreate, DaemonSet Standard), so a pod Shoal took for out of date would
+// be deleted. Once the coordinator is back, each workload reports its pods
+// updated and ready at OpenKruise's revision, the same pods stay for 10 s,
+// and scale-ups of the CloneSet and the StatefulSet add pods at that
+// revision.
 //
-// Serial: it stops the coordinator and relaxes the CloneSet webhooks.
-func TestCloneSetAdoptsOpenKruisePods(t *testing.T) {
+// Serial: it stops the coordinator and relaxes the workloads' webhooks.
+func TestWorkloadsAdoptOpenKruisePods(t *testing.T) {
 	serial(t)
 	f := newFramework(t)
 	ctx := t.Context()
 	requireShoal(ctx, t, f)
+	node := requireSchedulableNodes(ctx, t, f, 1)[0].Name
 
 	scale, err := f.Kube.AppsV1().Deployments(framework.ShoalNamespace).GetScale(ctx, coordinatorDeployment, metav1.GetOptions{})
 	require.NoError(t, err)
 	replicas := scale.Spec.Replicas
-	// However the test ends: the webhook strict again, then the
+	// However the test ends: the webhooks strict again, then the
 	// coordinator back (the namespace's deletion needs it).
 	restore := func(ctx context.Context) error {
-		if err := setWebhookFailurePolicy(ctx, f, cloneSetWebhooks, admissionv1.Fail); err != nil {
+		if err := setWebhookFailurePolicy(ctx, f, adoptionWebhooks, admissionv1.Fail); err != nil {
 			return err
 		}
 		return startCoordinator(ctx, f, replicas)
@@ -140,62 +195,139 @@ func TestCloneSetAdoptsOpenKruisePods(t *testing.T) {
 
 	// OpenKruise is gone and Shoal not yet there.
 	stopCoordinator(ctx, t, f)
-	require.NoError(t, setWebhookFailurePolicy(ctx, f, cloneSetWebhooks, admissionv1.Ignore))
+	require.NoError(t, setWebhookFailurePolicy(ctx, f, adoptionWebhooks, admissionv1.Ignore))
 
-	cs := &v1beta1.CloneSet{
+	template := func(app string) corev1.PodTemplateSpec {
+		return corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": app}},
+			Spec: corev1.PodSpec{
+				TerminationGracePeriodSeconds: ptr.To[int64](1),
+				Containers:                    []corev1.Container{{Name: "app", Image: f.Image("busybox:latest"), Command: []string{"sleep", "10000000"}}},
+			},
+		}
+	}
+	selector := func(app string) *metav1.LabelSelector {
+		return &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}
+	}
+	uids := map[string]types.UID{}
+	createPod := func(p *corev1.Pod) {
+		t.Helper()
+		p, err := f.Kube.CoreV1().Pods(f.Namespace).Create(ctx, p, metav1.CreateOptions{})
+		require.NoError(t, err)
+		uids[p.Name] = p.UID
+	}
+	createRevision := func(r *appsv1.ControllerRevision) *appsv1.ControllerRevision {
+		t.Helper()
+		r, err := f.Kube.AppsV1().ControllerRevisions(f.Namespace).Create(ctx, r, metav1.CreateOptions{})
+		require.NoError(t, err)
+		return r
+	}
+
+	cs, err := f.Shoal.AppsV1beta1().CloneSets(f.Namespace).Create(ctx, &v1beta1.CloneSet{
 		ObjectMeta: metav1.ObjectMeta{Name: "web"},
 		Spec: v1beta1.CloneSetSpec{
-			Replicas: ptr.To[int32](2),
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
-				Spec: corev1.PodSpec{
-					TerminationGracePeriodSeconds: ptr.To[int64](1),
-					Containers:                    []corev1.Container{{Name: "app", Image: f.Image("busybox:latest"), Command: []string{"sleep", "10000000"}}},
-				},
-			},
+			Replicas: ptr.To[int32](2), Selector: selector("web"), Template: template("web"),
 			UpdateStrategy: v1beta1.CloneSetUpdateStrategy{
 				Type:          v1beta1.RollingUpdateCloneSetUpdateStrategyType,
 				RollingUpdate: &v1beta1.RollingUpdateCloneSetStrategy{PodUpdatePolicy: v1beta1.RecreateCloneSetPodUpdateStrategyType},
 			},
 		},
-	}
-	cs, err = f.Shoal.AppsV1beta1().CloneSets(f.Namespace).Create(ctx, cs, metav1.CreateOptions{})
+	}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	rev, err := f.Kube.AppsV1().ControllerRevisions(f.Namespace).Create(ctx, kruiseRevision(t, cs, "5d8b7c9f4", 1), metav1.CreateOptions{})
-	require.NoError(t, err)
-	uids := map[string]types.UID{}
+	csRev := createRevision(kruiseRevision(t, cs, cloneSetKind, &cs.Spec.Template, cs.Spec.Selector.MatchLabels, "5d8b7c9f4", 1))
 	for _, id := range []string{"x7k2p", "q9m4d"} {
-		p, err := f.Kube.CoreV1().Pods(f.Namespace).Create(ctx, kruisePod(cs, rev, id), metav1.CreateOptions{})
-		require.NoError(t, err)
-		uids[p.Name] = p.UID
+		createPod(kruisePod(cs, csRev, id))
 	}
-	_, err = f.WaitForPodsReady(ctx, f.Namespace, "app=web", 2, 2*time.Minute)
+
+	set, err := f.Shoal.AppsV1beta1().StatefulSets(f.Namespace).Create(ctx, &v1beta1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "db"},
+		Spec: v1beta1.StatefulSetSpec{
+			Replicas: ptr.To[int32](2), Selector: selector("db"), Template: template("db"), ServiceName: "db",
+			UpdateStrategy: v1beta1.StatefulSetUpdateStrategy{
+				Type:          appsv1.RollingUpdateStatefulSetStrategyType,
+				RollingUpdate: &v1beta1.RollingUpdateStatefulSetStrategy{PodUpdatePolicy: v1beta1.RecreatePodUpdateStrategyType},
+			},
+		},
+	}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	t.Logf("OpenKruise's CloneSet written: revision %s, pods %v", rev.Name, uids)
+	setRev := createRevision(kruiseRevision(t, set, statefulSetKind, &set.Spec.Template, set.Spec.Selector.MatchLabels, "6b9f8d7c5", 1))
+	for ordinal := range 2 {
+		createPod(kruiseStatefulSetPod(set, setRev, ordinal))
+	}
+
+	// The DaemonSet runs on one node only: the pod OpenKruise left there.
+	dsTemplate := template("agent")
+	dsTemplate.Spec.NodeSelector = map[string]string{corev1.LabelHostname: node}
+	ds, err := f.Shoal.AppsV1beta1().DaemonSets(f.Namespace).Create(ctx, &v1beta1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "agent"},
+		Spec: v1beta1.DaemonSetSpec{
+			Selector: selector("agent"), Template: dsTemplate,
+			UpdateStrategy: v1beta1.DaemonSetUpdateStrategy{
+				Type:          v1beta1.RollingUpdateDaemonSetStrategyType,
+				RollingUpdate: &v1beta1.RollingUpdateDaemonSet{Type: v1beta1.StandardRollingUpdateType},
+			},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	const dsHash = "7c6d5b8f9"
+	dsRev := createRevision(kruiseRevision(t, ds, daemonSetKind, &ds.Spec.Template, ds.Spec.Selector.MatchLabels, dsHash, 1))
+	createPod(kruiseDaemonPod(ds, dsHash, node))
+
+	_, err = f.WaitForPodsReady(ctx, f.Namespace, "app in (web,db,agent)", len(uids), 2*time.Minute)
+	require.NoError(t, err)
+	t.Logf("OpenKruise's workloads written: revisions %s, %s, %s; pods %v", csRev.Name, setRev.Name, dsRev.Name, uids)
 
 	// Shoal arrives.
 	require.NoError(t, restore(ctx))
 	restored = true
 	arrived := time.Now()
 
-	var last string
-	err = framework.WaitFor(ctx, time.Minute, func(ctx context.Context) (bool, error) {
+	adopted := func(what string, done func(ctx context.Context) (bool, string, error)) {
+		t.Helper()
+		var last string
+		err := framework.WaitFor(ctx, time.Minute, func(ctx context.Context) (bool, error) {
+			ok, state, err := done(ctx)
+			last = state
+			return ok, err
+		})
+		require.NoError(t, err, "the %s's status should show OpenKruise's pods updated at its revision; last: %s", what, last)
+		t.Logf("Shoal took the %s over in %v: %s", what, time.Since(arrived).Round(time.Millisecond), last)
+	}
+	adopted("CloneSet", func(ctx context.Context) (bool, string, error) {
 		got, err := f.Shoal.AppsV1beta1().CloneSets(f.Namespace).Get(ctx, cs.Name, metav1.GetOptions{})
 		if err != nil {
-			return false, err
+			return false, "", err
 		}
 		st := got.Status
-		last = fmt.Sprintf("observedGeneration %d/%d updateRevision %q replicas %d updated %d ready %d updatedReady %d",
-			st.ObservedGeneration, got.Generation, st.UpdateRevision, st.Replicas, st.UpdatedReplicas, st.ReadyReplicas, st.UpdatedReadyReplicas)
-		return st.ObservedGeneration == got.Generation && st.UpdateRevision == rev.Name &&
-			st.Replicas == 2 && st.UpdatedReplicas == 2 && st.UpdatedReadyReplicas == 2, nil
+		return st.ObservedGeneration == got.Generation && st.UpdateRevision == csRev.Name &&
+				st.Replicas == 2 && st.UpdatedReplicas == 2 && st.UpdatedReadyReplicas == 2,
+			fmt.Sprintf("observedGeneration %d/%d updateRevision %q replicas %d updated %d ready %d updatedReady %d",
+				st.ObservedGeneration, got.Generation, st.UpdateRevision, st.Replicas, st.UpdatedReplicas, st.ReadyReplicas, st.UpdatedReadyReplicas), nil
 	})
-	require.NoError(t, err, "the CloneSet's status should show OpenKruise's pods updated at its revision; last: %s", last)
-	t.Logf("Shoal took the CloneSet over in %v: %s", time.Since(arrived).Round(time.Millisecond), last)
+	adopted("StatefulSet", func(ctx context.Context) (bool, string, error) {
+		got, err := f.Shoal.AppsV1beta1().StatefulSets(f.Namespace).Get(ctx, set.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		st := got.Status
+		return st.ObservedGeneration == got.Generation && st.UpdateRevision == setRev.Name && st.CurrentRevision == setRev.Name &&
+				st.Replicas == 2 && st.UpdatedReplicas == 2 && st.ReadyReplicas == 2,
+			fmt.Sprintf("observedGeneration %d/%d currentRevision %q updateRevision %q replicas %d updated %d ready %d",
+				st.ObservedGeneration, got.Generation, st.CurrentRevision, st.UpdateRevision, st.Replicas, st.UpdatedReplicas, st.ReadyReplicas), nil
+	})
+	adopted("DaemonSet", func(ctx context.Context) (bool, string, error) {
+		got, err := f.Shoal.AppsV1beta1().DaemonSets(f.Namespace).Get(ctx, ds.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		st := got.Status
+		return st.ObservedGeneration == got.Generation && st.DesiredNumberScheduled == 1 && st.UpdatedNumberScheduled == 1 && st.NumberReady == 1,
+			fmt.Sprintf("observedGeneration %d/%d desired %d updated %d ready %d",
+				st.ObservedGeneration, got.Generation, st.DesiredNumberScheduled, st.UpdatedNumberScheduled, st.NumberReady), nil
+	})
 
 	samePods := func(ctx context.Context) (bool, error) {
-		pods, err := f.Kube.CoreV1().Pods(f.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+		pods, err := f.Kube.CoreV1().Pods(f.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app in (web,db,agent)"})
 		if err != nil {
 			return false, err
 		}
@@ -217,16 +349,22 @@ func TestCloneSetAdoptsOpenKruisePods(t *testing.T) {
 	}
 	pubHolds(ctx, t, 10*time.Second, "OpenKruise's pods stay", samePods)
 
-	// Shoal manages it from here: one more pod, at the same revision.
+	// Shoal manages them from here: one more pod each, at the same
+	// revision.
 	updateObject[*v1beta1.CloneSet](ctx, t, f.Shoal.AppsV1beta1().CloneSets(f.Namespace), cs.Name, func(c *v1beta1.CloneSet) {
 		c.Spec.Replicas = ptr.To[int32](3)
 	})
-	pods, err := f.WaitForPodsReady(ctx, f.Namespace, "app=web", 3, 2*time.Minute)
-	require.NoError(t, err)
-	for _, p := range pods {
-		require.Equal(t, rev.Name, p.Labels[wellknown.LabelControllerRevisionHash], "pod %s", p.Name)
-		if uid, ok := uids[p.Name]; ok {
-			require.Equal(t, uid, p.UID, "pod %s kept", p.Name)
+	updateObject[*v1beta1.StatefulSet](ctx, t, f.Shoal.AppsV1beta1().StatefulSets(f.Namespace), set.Name, func(s *v1beta1.StatefulSet) {
+		s.Spec.Replicas = ptr.To[int32](3)
+	})
+	for app, rev := range map[string]string{"web": csRev.Name, "db": setRev.Name} {
+		pods, err := f.WaitForPodsReady(ctx, f.Namespace, "app="+app, 3, 2*time.Minute)
+		require.NoError(t, err)
+		for _, p := range pods {
+			require.Equal(t, rev, p.Labels[wellknown.LabelControllerRevisionHash], "pod %s", p.Name)
+			if uid, ok := uids[p.Name]; ok {
+				require.Equal(t, uid, p.UID, "pod %s kept", p.Name)
+			}
 		}
 	}
 }
