@@ -74,3 +74,41 @@ func TestHashes(t *testing.T) {
 		require.Error(t, err)
 	})
 }
+
+// TestHashesMatchOpenKruise: for the same SidecarSet, Shoal's hashes are
+// OpenKruise's, so the pods OpenKruise's webhook injected (their
+// kruise.io/sidecarset-hash annotations) count as up to date once Shoal
+// takes over. The expected values are the ones OpenKruise pins for these
+// specs in its own unit tests (pkg/control/sidecarcontrol/hash_test.go,
+// kruise commit 19cace71).
+func TestHashesMatchOpenKruise(t *testing.T) {
+	container := func(restart *corev1.ContainerRestartPolicy) appsv1beta1.SidecarContainer {
+		return appsv1beta1.SidecarContainer{Container: corev1.Container{Name: "container1", Image: "test-image", RestartPolicy: restart}}
+	}
+	for _, tc := range []struct {
+		name                   string
+		init                   []appsv1beta1.SidecarContainer
+		hash, hashWithoutImage string
+	}{
+		{name: "containers", hash: "w26c4x8fz245642fdv499b464248f974xddx4x55z5dw55bc6x66464fxz77dc78"},
+		{name: "a plain init container is not hashed", init: []appsv1beta1.SidecarContainer{container(nil)},
+			hash:             "w26c4x8fz245642fdv499b464248f974xddx4x55z5dw55bc6x66464fxz77dc78",
+			hashWithoutImage: "8wzddb4dvv9c6x8zdc77z4z75987424f457dfv6724ddw6zbdx467wz5x24fc759"},
+		{name: "a native sidecar init container is", init: []appsv1beta1.SidecarContainer{container(ptr.To(corev1.ContainerRestartPolicyAlways))},
+			hash:             "4xwx4d4844vd4v9x79wb4xbxf4xb29475cc4446v8cz2c2f2f5c5bw448vd42z8w",
+			hashWithoutImage: "5725fw8bwbx249bw57v5892c847dzf48bww9zb7c86xb95264fdz26654847b2c8"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			set := &appsv1beta1.SidecarSet{}
+			set.Name = "test-sidecar-set"
+			set.Spec.Containers = []appsv1beta1.SidecarContainer{container(nil)}
+			set.Spec.InitContainers = tc.init
+			hash, hashWithoutImage, err := Hashes(set)
+			require.NoError(t, err)
+			require.Equal(t, tc.hash, hash)
+			if tc.hashWithoutImage != "" {
+				require.Equal(t, tc.hashWithoutImage, hashWithoutImage)
+			}
+		})
+	}
+}
