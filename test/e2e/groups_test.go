@@ -48,6 +48,7 @@ var serialTests = []string{
 	"TestHelmChartInstall",
 	"TestHelmUpgradeKeepsWork",
 	"TestWorkloadsAdoptOpenKruisePods",
+	"TestSidecarSetAdoptsOpenKruiseInjectedPods",
 }
 
 // serial marks t as a test of the serial group. It fails t if t is not in
