@@ -131,7 +131,17 @@ func TestDashboardAgainstPrometheus(t *testing.T) {
 	// A refused eviction and a refused delete.
 	createPub(ctx, t, f, newPub(intstr.FromInt32(0)))
 	waitPub(ctx, t, f, "covers the pod", pubCounts{allowed: 0, current: 1, desired: 1, total: 1})
-	requirePubRefused(t, f, pubEvict(ctx, f, pod.Name, true))
+	// The pod webhook fails open (3 s timeout) and is served by every
+	// replica; one whose informer has not shown the new budget yet allows
+	// a dry run. This test needs a refusal on the dashboard, not the
+	// budget's semantics (the PodUnavailableBudget tests pin those): ask
+	// until one comes, bounded.
+	var evictErr error
+	_ = framework.WaitFor(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
+		evictErr = pubEvict(ctx, f, pod.Name, true)
+		return evictErr != nil, nil
+	})
+	requirePubRefused(t, f, evictErr)
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "dashboard", Labels: map[string]string{wellknown.LabelDeleteProtection: string(wellknown.DeletionProtectionAlways)}},
 		Spec:       corev1.ServiceSpec{Selector: map[string]string{"app": pod.Name}, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}},
