@@ -17,6 +17,19 @@ import (
 	"github.com/shoal-io/shoal/protocol/apis/apps/v1beta1"
 )
 
+// applySidecarSetPatch applies resp's JSON Patch to the SidecarSet raw and
+// returns the result, decoded and as JSON.
+func applySidecarSetPatch(t *testing.T, raw []byte, resp *admissionv1.AdmissionResponse) (*v1beta1.SidecarSet, []byte) {
+	t.Helper()
+	patch, err := jsonpatch.DecodePatch(resp.Patch)
+	require.NoError(t, err)
+	out, err := patch.Apply(raw)
+	require.NoError(t, err)
+	got := &v1beta1.SidecarSet{}
+	require.NoError(t, json.Unmarshal(out, got))
+	return got, out
+}
+
 func TestDefaultSidecarSet(t *testing.T) {
 	set := &v1beta1.SidecarSet{Spec: v1beta1.SidecarSetSpec{
 		InitContainers: []v1beta1.SidecarContainer{{Container: corev1.Container{Name: "init"}}},
@@ -43,12 +56,7 @@ func TestDefaultSidecarSet(t *testing.T) {
 				require.Empty(t, resp.Patch)
 				return
 			}
-			patch, err := jsonpatch.DecodePatch(resp.Patch)
-			require.NoError(t, err)
-			out, err := patch.Apply(raw)
-			require.NoError(t, err)
-			got := &v1beta1.SidecarSet{}
-			require.NoError(t, json.Unmarshal(out, got))
+			got, _ := applySidecarSetPatch(t, raw, resp)
 			require.Equal(t, v1beta1.BeforeAppContainerType, got.Spec.Containers[0].PodInjectPolicy)
 			require.Equal(t, v1beta1.AfterAppContainerType, got.Spec.Containers[1].PodInjectPolicy, "a set policy stays")
 			require.Equal(t, v1beta1.AfterAppContainerType, got.Spec.InitContainers[0].PodInjectPolicy)
@@ -85,13 +93,7 @@ func TestDefaultSidecarSetContainers(t *testing.T) {
 	review := func(raw []byte) *admissionv1.AdmissionResponse {
 		return DefaultSidecarSet(t.Context(), &admissionv1.AdmissionRequest{Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: raw}})
 	}
-	resp := review(raw)
-	patch, err := jsonpatch.DecodePatch(resp.Patch)
-	require.NoError(t, err)
-	out, err := patch.Apply(raw)
-	require.NoError(t, err)
-	got := &v1beta1.SidecarSet{}
-	require.NoError(t, json.Unmarshal(out, got))
+	got, out := applySidecarSetPatch(t, raw, review(raw))
 
 	c := got.Spec.Containers[0]
 	require.Equal(t, corev1.PullAlways, c.ImagePullPolicy, "an untagged image is :latest")

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -32,27 +33,87 @@ import (
 // Fail).
 var adoptionWebhooks = []string{"clonesets.validate.shoal.io", "statefulsets.validate.shoal.io", "daemonsets.validate.shoal.io", "selectors.validate.shoal.io"}
 
-// setWebhookFailurePolicy sets the failure policy of the named webhooks
-// of the shoal-validating configuration.
-func setWebhookFailurePolicy(ctx context.Context, f *framework.Framework, names []string, policy admissionv1.FailurePolicyType) error {
-	configs := f.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations()
-	cfg, err := configs.Get(ctx, "shoal-validating", metav1.GetOptions{})
+// setWebhookFailurePolicy sets the failure policy of the named
+// validating (shoal-validating) and mutating (shoal-mutating) webhooks.
+func setWebhookFailurePolicy(ctx context.Context, f *framework.Framework, validating, mutating []string, policy admissionv1.FailurePolicyType) error {
+	patch := func(config string, names, have []string, apply func([]byte) error) error {
+		if len(names) == 0 {
+			return nil
+		}
+		var ops []string
+		for _, name := range names {
+			i := slices.Index(have, name)
+			if i < 0 {
+				return fmt.Errorf("webhook %s not in %s", name, config)
+			}
+			ops = append(ops, fmt.Sprintf(`{"op":"test","path":"/webhooks/%d/name","value":%q},{"op":"replace","path":"/webhooks/%d/failurePolicy","value":%q}`, i, name, i, policy))
+		}
+		if err := apply([]byte("[" + strings.Join(ops, ",") + "]")); err != nil {
+			return fmt.Errorf("set failurePolicy %s on %v: %w", policy, names, err)
+		}
+		return nil
+	}
+	reg := f.Kube.AdmissionregistrationV1()
+	v, err := reg.ValidatingWebhookConfigurations().Get(ctx, "shoal-validating", metav1.GetOptions{})
 	if err != nil {
 		return err
 	}
-	var ops []string
-	for _, name := range names {
-		i := slices.IndexFunc(cfg.Webhooks, func(w admissionv1.ValidatingWebhook) bool { return w.Name == name })
-		if i < 0 {
-			return fmt.Errorf("webhook %s not in shoal-validating", name)
-		}
-		ops = append(ops, fmt.Sprintf(`{"op":"test","path":"/webhooks/%d/name","value":%q},{"op":"replace","path":"/webhooks/%d/failurePolicy","value":%q}`, i, name, i, policy))
-	}
-	_, err = configs.Patch(ctx, cfg.Name, types.JSONPatchType, []byte("["+strings.Join(ops, ",")+"]"), metav1.PatchOptions{})
+	m, err := reg.MutatingWebhookConfigurations().Get(ctx, "shoal-mutating", metav1.GetOptions{})
 	if err != nil {
-		return fmt.Errorf("set failurePolicy %s on %v: %w", policy, names, err)
+		return err
 	}
-	return nil
+	var vNames, mNames []string
+	for _, w := range v.Webhooks {
+		vNames = append(vNames, w.Name)
+	}
+	for _, w := range m.Webhooks {
+		mNames = append(mNames, w.Name)
+	}
+	return errors.Join(
+		patch(v.Name, validating, vNames, func(raw []byte) error {
+			_, err := reg.ValidatingWebhookConfigurations().Patch(ctx, v.Name, types.JSONPatchType, raw, metav1.PatchOptions{})
+			return err
+		}),
+		patch(m.Name, mutating, mNames, func(raw []byte) error {
+			_, err := reg.MutatingWebhookConfigurations().Patch(ctx, m.Name, types.JSONPatchType, raw, metav1.PatchOptions{})
+			return err
+		}))
+}
+
+// withoutCoordinator stands for the time between uninstalling OpenKruise
+// and installing Shoal: it scales the coordinator to 0 and relaxes the
+// named webhooks, which would refuse creates while nobody answers. The
+// returned function brings both back (strict webhooks, then the
+// coordinator); if the test ends first, its cleanup does (the namespace's
+// deletion needs the coordinator).
+func withoutCoordinator(ctx context.Context, t *testing.T, f *framework.Framework, validating, mutating []string) (back func()) {
+	t.Helper()
+	scale, err := f.Kube.AppsV1().Deployments(framework.ShoalNamespace).GetScale(ctx, coordinatorDeployment, metav1.GetOptions{})
+	require.NoError(t, err)
+	restore := func(ctx context.Context) error {
+		if err := setWebhookFailurePolicy(ctx, f, validating, mutating, admissionv1.Fail); err != nil {
+			return err
+		}
+		return startCoordinator(ctx, f, scale.Spec.Replicas)
+	}
+	restored := false
+	t.Cleanup(func() {
+		if restored {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		if err := restore(ctx); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	stopCoordinator(ctx, t, f)
+	require.NoError(t, setWebhookFailurePolicy(ctx, f, validating, mutating, admissionv1.Ignore))
+	return func() {
+		t.Helper()
+		require.NoError(t, restore(ctx))
+		restored = true
+	}
 }
 
 // kruiseRevision is a ControllerRevision as OpenKruise's controllers
@@ -170,32 +231,8 @@ func TestWorkloadsAdoptOpenKruisePods(t *testing.T) {
 	requireShoal(ctx, t, f)
 	node := requireSchedulableNodes(ctx, t, f, 1)[0].Name
 
-	scale, err := f.Kube.AppsV1().Deployments(framework.ShoalNamespace).GetScale(ctx, coordinatorDeployment, metav1.GetOptions{})
-	require.NoError(t, err)
-	replicas := scale.Spec.Replicas
-	// However the test ends: the webhooks strict again, then the
-	// coordinator back (the namespace's deletion needs it).
-	restore := func(ctx context.Context) error {
-		if err := setWebhookFailurePolicy(ctx, f, adoptionWebhooks, admissionv1.Fail); err != nil {
-			return err
-		}
-		return startCoordinator(ctx, f, replicas)
-	}
-	restored := false
-	t.Cleanup(func() {
-		if restored {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		if err := restore(ctx); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-	})
-
 	// OpenKruise is gone and Shoal not yet there.
-	stopCoordinator(ctx, t, f)
-	require.NoError(t, setWebhookFailurePolicy(ctx, f, adoptionWebhooks, admissionv1.Ignore))
+	shoalArrives := withoutCoordinator(ctx, t, f, adoptionWebhooks, nil)
 
 	template := func(app string) corev1.PodTemplateSpec {
 		return corev1.PodTemplateSpec{
@@ -277,9 +314,7 @@ func TestWorkloadsAdoptOpenKruisePods(t *testing.T) {
 	require.NoError(t, err)
 	t.Logf("OpenKruise's workloads written: revisions %s, %s, %s; pods %v", csRev.Name, setRev.Name, dsRev.Name, uids)
 
-	// Shoal arrives.
-	require.NoError(t, restore(ctx))
-	restored = true
+	shoalArrives()
 	arrived := time.Now()
 
 	adopted := func(what string, done func(ctx context.Context) (bool, string, error)) {

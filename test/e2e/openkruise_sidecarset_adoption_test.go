@@ -6,16 +6,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/shoal-io/shoal/coordinator/sidecarset/sidecarcontrol"
@@ -23,29 +19,6 @@ import (
 	"github.com/shoal-io/shoal/protocol/apis/wellknown"
 	"github.com/shoal-io/shoal/test/e2e/framework"
 )
-
-// setMutatingWebhookFailurePolicy sets the failure policy of the named
-// webhooks of the shoal-mutating configuration.
-func setMutatingWebhookFailurePolicy(ctx context.Context, f *framework.Framework, names []string, policy admissionv1.FailurePolicyType) error {
-	configs := f.Kube.AdmissionregistrationV1().MutatingWebhookConfigurations()
-	cfg, err := configs.Get(ctx, "shoal-mutating", metav1.GetOptions{})
-	if err != nil {
-		return err
-	}
-	var ops []string
-	for _, name := range names {
-		i := slices.IndexFunc(cfg.Webhooks, func(w admissionv1.MutatingWebhook) bool { return w.Name == name })
-		if i < 0 {
-			return fmt.Errorf("webhook %s not in shoal-mutating", name)
-		}
-		ops = append(ops, fmt.Sprintf(`{"op":"test","path":"/webhooks/%d/name","value":%q},{"op":"replace","path":"/webhooks/%d/failurePolicy","value":%q}`, i, name, i, policy))
-	}
-	_, err = configs.Patch(ctx, cfg.Name, types.JSONPatchType, []byte("["+strings.Join(ops, ",")+"]"), metav1.PatchOptions{})
-	if err != nil {
-		return fmt.Errorf("set failurePolicy %s on %v: %w", policy, names, err)
-	}
-	return nil
-}
 
 // TestSidecarSetAdoptsOpenKruiseInjectedPods: a pod OpenKruise's webhook
 // injected counts as up to date under Shoal, also after the SidecarSet's
@@ -69,32 +42,6 @@ func TestSidecarSetAdoptsOpenKruiseInjectedPods(t *testing.T) {
 	ctx := t.Context()
 	requireShoal(ctx, t, f)
 
-	validating := []string{"sidecarsets.validate.shoal.io", "selectors.validate.shoal.io"}
-	mutating := []string{"sidecarsets.mutate.shoal.io"}
-	scale, err := f.Kube.AppsV1().Deployments(framework.ShoalNamespace).GetScale(ctx, coordinatorDeployment, metav1.GetOptions{})
-	require.NoError(t, err)
-	replicas := scale.Spec.Replicas
-	restore := func(ctx context.Context) error {
-		if err := setWebhookFailurePolicy(ctx, f, validating, admissionv1.Fail); err != nil {
-			return err
-		}
-		if err := setMutatingWebhookFailurePolicy(ctx, f, mutating, admissionv1.Fail); err != nil {
-			return err
-		}
-		return startCoordinator(ctx, f, replicas)
-	}
-	restored := false
-	t.Cleanup(func() {
-		if restored {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		if err := restore(ctx); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-	})
-
 	// The manifest as a user writes it.
 	image := f.Image("busybox:latest")
 	manifest := v1beta1.SidecarSetSpec{
@@ -117,9 +64,8 @@ func TestSidecarSetAdoptsOpenKruiseInjectedPods(t *testing.T) {
 	sc.TerminationMessagePolicy = corev1.TerminationMessageReadFile
 	sc.Ports[0].Protocol = corev1.ProtocolTCP
 
-	stopCoordinator(ctx, t, f)
-	require.NoError(t, setWebhookFailurePolicy(ctx, f, validating, admissionv1.Ignore))
-	require.NoError(t, setMutatingWebhookFailurePolicy(ctx, f, mutating, admissionv1.Ignore))
+	shoalArrives := withoutCoordinator(ctx, t, f,
+		[]string{"sidecarsets.validate.shoal.io", "selectors.validate.shoal.io"}, []string{"sidecarsets.mutate.shoal.io"})
 
 	name := f.Namespace + "-log"
 	set, err := f.Shoal.AppsV1beta1().SidecarSets().Create(ctx, &v1beta1.SidecarSet{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: *stored}, metav1.CreateOptions{})
@@ -160,8 +106,7 @@ func TestSidecarSetAdoptsOpenKruiseInjectedPods(t *testing.T) {
 	require.NoError(t, err)
 	t.Logf("OpenKruise's SidecarSet %s (hash %s) and its injected pod written", name, hash)
 
-	require.NoError(t, restore(ctx))
-	restored = true
+	shoalArrives()
 
 	updated := func(what string) {
 		t.Helper()
