@@ -43,13 +43,17 @@ const (
 	PodUnavailableBudgetValidatePath = "/validate-podunavailablebudget"
 )
 
-// Bounds of one budget check, well inside the webhook's 3 s timeout.
+// Bounds of one budget check.
 const (
 	// pubWriteAttempts bounds the status writes of one request: a
 	// conflict is retried with a fresh read.
 	pubWriteAttempts = 3
-	// pubAPITimeout bounds the API calls of one request.
-	pubAPITimeout = 2 * time.Second
+	// pubDecisionTimeout bounds one pod check, the wait for the budget's
+	// lock included, inside the webhook's 3 s timeout. Past that timeout
+	// the apiserver gives up on the webhook and, as it fails open, lets
+	// the disruption through unrecorded; a check that cannot finish in
+	// time refuses instead, and the caller retries.
+	pubDecisionTimeout = 2500 * time.Millisecond
 )
 
 // PodUnavailableBudgetLookup finds budgets in the informer caches
@@ -144,6 +148,8 @@ func (a *PodUnavailableBudgetAdmission) ValidatePod(ctx context.Context, req *ad
 	if pod.Namespace == "" {
 		pod.Namespace = req.Namespace
 	}
+	ctx, cancel := context.WithTimeout(ctx, pubDecisionTimeout)
+	defer cancel()
 	return a.admit(ctx, pod, op, req.DryRun != nil && *req.DryRun)
 }
 
@@ -266,10 +272,12 @@ func (a *PodUnavailableBudgetAdmission) admit(ctx context.Context, pod *corev1.P
 		return nil
 	}
 
-	unlock := a.locks.lock(pub.UID)
+	unlock, err := a.locks.lock(ctx, pub.UID)
+	if err != nil {
+		return a.deny(op, fmt.Sprintf("PodUnavailableBudget %s/%s could not check %s pod %s in time: other disruptions of its pods "+
+			"were being recorded (%v); retry", pub.Namespace, pub.Name, verb(op), pod.Name, err))
+	}
 	defer unlock()
-	ctx, cancel := context.WithTimeout(ctx, pubAPITimeout)
-	defer cancel()
 	cur := a.freshest(pub)
 	budgets := a.client.PolicyV1alpha1().PodUnavailableBudgets(pub.Namespace)
 	for attempt := 1; ; attempt++ {
@@ -514,37 +522,45 @@ func requirementsMeet(x, y metav1.LabelSelectorRequirement) bool {
 	return false
 }
 
-// keyedLocks is a mutex per budget UID, dropped when unused.
+// keyedLocks is a lock per budget UID, dropped when unused.
 type keyedLocks struct {
 	mu    sync.Mutex
 	locks map[types.UID]*keyedLock
 }
 
 type keyedLock struct {
-	sync.Mutex
+	// held has a token in it while the lock is held: a send waits for it
+	// as Lock would, but can give up with its context.
+	held  chan struct{}
 	users int
 }
 
-// lock locks key and returns its unlock.
-func (k *keyedLocks) lock(key types.UID) (unlock func()) {
+// lock locks key and returns its unlock, or ctx's error if ctx ends
+// first.
+func (k *keyedLocks) lock(ctx context.Context, key types.UID) (unlock func(), err error) {
 	k.mu.Lock()
 	if k.locks == nil {
 		k.locks = map[types.UID]*keyedLock{}
 	}
 	l := k.locks[key]
 	if l == nil {
-		l = &keyedLock{}
+		l = &keyedLock{held: make(chan struct{}, 1)}
 		k.locks[key] = l
 	}
 	l.users++
 	k.mu.Unlock()
-	l.Lock()
-	return func() {
-		l.Unlock()
+	release := func() {
 		k.mu.Lock()
 		if l.users--; l.users == 0 {
 			delete(k.locks, key)
 		}
 		k.mu.Unlock()
+	}
+	select {
+	case l.held <- struct{}{}:
+		return func() { <-l.held; release() }, nil
+	case <-ctx.Done():
+		release()
+		return nil, ctx.Err()
 	}
 }

@@ -584,6 +584,32 @@ func TestPodUnavailableBudgetConflicts(t *testing.T) {
 		require.False(t, resp.Allowed)
 		require.Equal(t, 1, h.writes)
 	})
+	t.Run("a check that cannot get the budget's lock in time refuses", func(t *testing.T) {
+		h := newPubHarness(t, testPub(2))
+		entered, release := make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		h.shoal.PrependReactor("update", "podunavailablebudgets", func(clienttesting.Action) (bool, runtime.Object, error) {
+			once.Do(func() { close(entered) })
+			<-release
+			return false, nil, nil
+		})
+		first := make(chan *admissionv1.AdmissionResponse, 1)
+		go func() {
+			first <- h.a.ValidatePod(context.Background(), podRequest(t, admissionv1.Delete, "", readyPod("web-0"), nil))
+		}()
+		<-entered // web-0's check holds the lock, writing the status
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		resp := h.a.ValidatePod(ctx, podRequest(t, admissionv1.Delete, "", readyPod("web-1"), nil))
+		require.NotNil(t, resp)
+		require.False(t, resp.Allowed)
+		require.Contains(t, resp.Result.Message, "PodUnavailableBudget ns/web-pub could not check deleting pod web-1 in time")
+		require.Contains(t, resp.Result.Message, "retry")
+		close(release)
+		resp = <-first
+		require.True(t, resp == nil || resp.Allowed)
+		require.Equal(t, []string{"web-0"}, keysOf(h.stored(t).Status.DisruptedPods))
+	})
 	t.Run("concurrent disruptions spend the budget once each", func(t *testing.T) {
 		h := newPubHarness(t, testPub(2))
 		var wg sync.WaitGroup

@@ -46,7 +46,7 @@ func NewServer(getCert func(*tls.ClientHelloInfo) (*tls.Certificate, error), reg
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "shoal_coordinator_webhook_duration_seconds",
 			Help:    "Admission webhook latency by path and result (allowed, denied, error).",
-			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 		}, []string{"path", "result"}),
 	}
 	if reg != nil {
@@ -100,7 +100,9 @@ func (s *Server) review(path string, h Handler) http.Handler {
 			return
 		}
 		req := review.Request
-		resp := h(klog.NewContext(r.Context(), log.WithValues("kind", req.Kind.Kind, "namespace", req.Namespace, "name", req.Name)), req)
+		ctx, cancel := answerBy(r)
+		defer cancel()
+		resp := h(klog.NewContext(ctx, log.WithValues("kind", req.Kind.Kind, "namespace", req.Namespace, "name", req.Name)), req)
 		if resp == nil {
 			resp = &admissionv1.AdmissionResponse{Allowed: true}
 		}
@@ -115,6 +117,19 @@ func (s *Server) review(path string, h Handler) http.Handler {
 			log.Error(err, "Write admission response")
 		}
 	})
+}
+
+// answerBy is the request's context, ending a fifth before the timeout the
+// apiserver sends in the URL (?timeout=3s): after it the apiserver stops
+// waiting and applies the webhook's failurePolicy, so an answer that takes
+// longer is lost (and, for a webhook that fails open, the request goes
+// through unchecked). Handlers that call the API bound their calls by it.
+func answerBy(r *http.Request) (context.Context, context.CancelFunc) {
+	d, err := time.ParseDuration(r.URL.Query().Get("timeout"))
+	if err != nil || d <= 0 {
+		return context.WithCancel(r.Context())
+	}
+	return context.WithTimeout(r.Context(), d-d/5)
 }
 
 // Deny builds a denial with an HTTP 422 status and the message.

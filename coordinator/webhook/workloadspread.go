@@ -46,7 +46,8 @@ const (
 	// wsWriteAttempts bounds the status writes of one request: a
 	// conflict is retried after a fresh read.
 	wsWriteAttempts = 5
-	// wsAPITimeout bounds the API calls of one request.
+	// wsAPITimeout bounds the status writes of one request, the wait for
+	// the WorkloadSpread's lock included.
 	wsAPITimeout = 2 * time.Second
 )
 
@@ -315,10 +316,13 @@ func (a *WorkloadSpreadAdmission) deleting(ctx context.Context, pod *corev1.Pod,
 // written.
 func (a *WorkloadSpreadAdmission) write(ctx context.Context, ws *v1alpha1.WorkloadSpread,
 	change func(*v1alpha1.WorkloadSpread) bool) (written, gone bool, err error) {
-	unlock := a.locks.lock(ws.UID)
-	defer unlock()
 	ctx, cancel := context.WithTimeout(ctx, wsAPITimeout)
 	defer cancel()
+	unlock, err := a.locks.lock(ctx, ws.UID)
+	if err != nil {
+		return false, false, fmt.Errorf("wait for the other writes of WorkloadSpread %s/%s: %w", ws.Namespace, ws.Name, err)
+	}
+	defer unlock()
 	client := a.client.AppsV1alpha1().WorkloadSpreads(ws.Namespace)
 	cur := a.freshest(ws)
 	for attempt := 1; ; attempt++ {
