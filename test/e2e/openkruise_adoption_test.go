@@ -83,10 +83,14 @@ func setWebhookFailurePolicy(ctx context.Context, f *framework.Framework, valida
 // withoutCoordinator stands for the time between uninstalling OpenKruise
 // and installing Shoal: it scales the coordinator to 0 and relaxes the
 // named webhooks, which would refuse creates while nobody answers. The
+// apiserver applies a webhook configuration from an informer, a moment
+// after the write, so it then repeats probe (a server-side dry run of a
+// create through the relaxed webhooks) until no webhook call fails. The
 // returned function brings both back (strict webhooks, then the
 // coordinator); if the test ends first, its cleanup does (the namespace's
 // deletion needs the coordinator).
-func withoutCoordinator(ctx context.Context, t *testing.T, f *framework.Framework, validating, mutating []string) (back func()) {
+func withoutCoordinator(ctx context.Context, t *testing.T, f *framework.Framework, validating, mutating []string,
+	probe func(ctx context.Context, dryRun []string) error) (back func()) {
 	t.Helper()
 	scale, err := f.Kube.AppsV1().Deployments(framework.ShoalNamespace).GetScale(ctx, coordinatorDeployment, metav1.GetOptions{})
 	require.NoError(t, err)
@@ -109,6 +113,12 @@ func withoutCoordinator(ctx context.Context, t *testing.T, f *framework.Framewor
 	})
 	stopCoordinator(ctx, t, f)
 	require.NoError(t, setWebhookFailurePolicy(ctx, f, validating, mutating, admissionv1.Ignore))
+	var last error
+	err = framework.WaitFor(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
+		last = probe(ctx, []string{metav1.DryRunAll})
+		return last == nil || !strings.Contains(last.Error(), "failed calling webhook"), nil
+	})
+	require.NoError(t, err, "the apiserver still calls the relaxed webhooks: %v", last)
 	return func() {
 		t.Helper()
 		require.NoError(t, restore(ctx))
@@ -232,7 +242,10 @@ func TestWorkloadsAdoptOpenKruisePods(t *testing.T) {
 	node := requireSchedulableNodes(ctx, t, f, 1)[0].Name
 
 	// OpenKruise is gone and Shoal not yet there.
-	shoalArrives := withoutCoordinator(ctx, t, f, adoptionWebhooks, nil)
+	shoalArrives := withoutCoordinator(ctx, t, f, adoptionWebhooks, nil, func(ctx context.Context, dryRun []string) error {
+		_, err := f.Shoal.AppsV1beta1().CloneSets(f.Namespace).Create(ctx, testCloneSet(f, "probe", 1), metav1.CreateOptions{DryRun: dryRun})
+		return err
+	})
 
 	template := func(app string) corev1.PodTemplateSpec {
 		return corev1.PodTemplateSpec{

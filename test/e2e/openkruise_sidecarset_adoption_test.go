@@ -64,10 +64,15 @@ func TestSidecarSetAdoptsOpenKruiseInjectedPods(t *testing.T) {
 	sc.TerminationMessagePolicy = corev1.TerminationMessageReadFile
 	sc.Ports[0].Protocol = corev1.ProtocolTCP
 
-	shoalArrives := withoutCoordinator(ctx, t, f,
-		[]string{"sidecarsets.validate.shoal.io", "selectors.validate.shoal.io"}, []string{"sidecarsets.mutate.shoal.io"})
-
 	name := f.Namespace + "-log"
+	shoalArrives := withoutCoordinator(ctx, t, f,
+		[]string{"sidecarsets.validate.shoal.io", "selectors.validate.shoal.io"}, []string{"sidecarsets.mutate.shoal.io"},
+		func(ctx context.Context, dryRun []string) error {
+			_, err := f.Shoal.AppsV1beta1().SidecarSets().Create(ctx, &v1beta1.SidecarSet{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: *stored},
+				metav1.CreateOptions{DryRun: dryRun})
+			return err
+		})
+
 	set, err := f.Shoal.AppsV1beta1().SidecarSets().Create(ctx, &v1beta1.SidecarSet{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: *stored}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	t.Cleanup(func() {
