@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"sync"
@@ -28,6 +29,7 @@ import (
 	"github.com/shoal-io/shoal/agent/work"
 	"github.com/shoal-io/shoal/cri"
 	imagewarmnode "github.com/shoal-io/shoal/imagewarm/node"
+	"github.com/shoal-io/shoal/imagewarm/peertls"
 	"github.com/shoal-io/shoal/imagewarm/tracker"
 	"github.com/shoal-io/shoal/internal/httpserve"
 	"github.com/shoal-io/shoal/probes"
@@ -66,6 +68,10 @@ type Options struct {
 	// P2PPort is the image swarm's port on MeshAdvertise (peers and
 	// trackers); 0 disables the swarm and the registry mirror.
 	P2PPort int
+	// PlainPeers serves and reaches peers over plain HTTP, without the
+	// mutual TLS that otherwise guards peer blobs and the tracker: for a
+	// rolling upgrade from agents that had no peer TLS, and nothing else.
+	PlainPeers bool
 	// MirrorPort is the registry mirror's port on 127.0.0.1, named in the
 	// runtime's hosts.toml.
 	MirrorPort int
@@ -133,8 +139,15 @@ func Run(ctx context.Context, o Options) error {
 	var setup *mirrorSetup
 	rc := &runtimeContent{rt: rt}
 	defer rc.close()
+	var peerID *peertls.Identity
+	if o.P2PPort > 0 && !o.PlainPeers {
+		if peerID, err = peertls.NewIdentity(peertls.Options{Node: o.NodeName, Registerer: reg, Logger: log,
+			StateFile: filepath.Join(o.StateDir, "peer-identity.json")}); err != nil {
+			return fmt.Errorf("peer TLS identity: %w", err)
+		}
+	}
 	if o.P2PPort > 0 {
-		swarmNode, err = newImageSwarm(o, rc, tracker.MeshMembership(m), reg, log)
+		swarmNode, err = newImageSwarm(o, rc, tracker.MeshMembership(m), peerID, reg, log)
 		if err != nil {
 			return err
 		}
@@ -198,6 +211,13 @@ func Run(ctx context.Context, o Options) error {
 	g.Go(func() error { return events.Run(ctx, rt.get) })
 	g.Go(func() error { return m.Run(ctx) })
 	g.Go(func() error { return l.Run(ctx) })
+	if peerID != nil {
+		g.Go(func() error {
+			return peerID.Run(ctx, func(ctx context.Context, csr []byte) ([]byte, []byte, error) {
+				return l.IssuePeerCertificate(ctx, o.NodeName, csr)
+			})
+		})
+	}
 	if swarmNode != nil {
 		g.Go(func() error { return swarmNode.Run(ctx) })
 		g.Go(func() error { return setup.run(ctx) })

@@ -23,6 +23,7 @@ import (
 	"github.com/shoal-io/shoal/imagewarm/blobserver"
 	"github.com/shoal-io/shoal/imagewarm/mirror"
 	"github.com/shoal-io/shoal/imagewarm/node"
+	"github.com/shoal-io/shoal/imagewarm/peertls"
 	"github.com/shoal-io/shoal/imagewarm/tracker"
 )
 
@@ -112,7 +113,8 @@ func (r *runtimeContent) close() {
 
 // newImageSwarm builds the node's swarm member: peers and trackers on
 // MeshAdvertise:P2PPort, the runtime's mirror on 127.0.0.1:MirrorPort.
-func newImageSwarm(o Options, rc *runtimeContent, members tracker.Membership, reg prometheus.Registerer, log klog.Logger) (*node.Node, error) {
+func newImageSwarm(o Options, rc *runtimeContent, members tracker.Membership, peerID *peertls.Identity,
+	reg prometheus.Registerer, log klog.Logger) (*node.Node, error) {
 	peerL, err := net.Listen("tcp", net.JoinHostPort(o.MeshAdvertise, strconv.Itoa(o.P2PPort)))
 	if err != nil {
 		return nil, fmt.Errorf("image swarm peer listener: %w", err)
@@ -133,7 +135,7 @@ func newImageSwarm(o Options, rc *runtimeContent, members tracker.Membership, re
 		StoreDir: filepath.Join(o.StateDir, "images"), QuotaBytes: o.ImageStoreQuota,
 		Members: members, Upstreams: ups, Runtime: rc, Platform: platform(),
 		IngressBytesPerSecond: o.IngressBytesPerSecond, EgressBytesPerSecond: o.EgressBytesPerSecond,
-		MaxPeerUploads: o.MaxPeerUploads, Registerer: reg, Logger: log,
+		MaxPeerUploads: o.MaxPeerUploads, PeerTLS: peerID, Registerer: reg, Logger: log,
 	})
 	if err != nil {
 		_ = peerL.Close()

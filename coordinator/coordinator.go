@@ -135,6 +135,9 @@ type Options struct {
 	Profiling bool
 	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// PeerCertValidity is the lifetime of the agents' peer certificates
+	// (0: peertls.DefaultValidity); agents renew after two thirds of it.
+	PeerCertValidity time.Duration
 	// KubeAPIQPS and KubeAPIBurst bound the coordinator's requests to the
 	// apiserver (0: 50 and 100). Events go through a client of their own
 	// with the same bounds, so they never delay the writes that matter.
@@ -204,7 +207,8 @@ func Run(ctx context.Context, o Options) error {
 	}
 	store := dispatch.NewStore()
 	authenticator := &auth.Authenticator{Client: client, Audience: o.AgentAudience, ServiceAccount: o.AgentServiceAccount}
-	server := dispatch.NewServer(dispatch.ServerOptions{Store: store, Auth: authenticator, Access: &auth.AccessReviewer{Client: client}, IsLeader: isLeader, Name: o.PodName, Registerer: reg})
+	server := dispatch.NewServer(dispatch.ServerOptions{Store: store, Auth: authenticator, Access: &auth.AccessReviewer{Client: client},
+		PeerSigner: &certs.PeerSigner{Manager: certManager, Validity: o.PeerCertValidity}, IsLeader: isLeader, Name: o.PodName, Registerer: reg})
 
 	scheme := runtime.NewScheme()
 	if err := errors.Join(kubescheme.AddToScheme(scheme), shoalscheme.AddToScheme(scheme)); err != nil {

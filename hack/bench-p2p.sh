@@ -2,7 +2,7 @@
 # make bench-p2p: the image-swarm benchmark (test/bench/p2p). N node
 # processes on loopback addresses 127.0.0.x, each with token buckets of B
 # bytes/s for ingress and egress, warm an image of S MiB from an in-process
-# registry throttled to R; swarm, spegel-like and naive in the scenarios
+# registry throttled to R; swarm, swarm-tls, spegel-like and naive in the scenarios
 # cold, parallelism, partial and faults. It prints a table and one RESULT
 # line per mode and scenario, and writes completion CDF plots. A
 # calibration run (the swarm unshaped) says whether the machine keeps up
@@ -13,7 +13,7 @@
 # with B = R = 4 MiB/s, which the calibration finds network-bound on 2
 # cores; at 8 MiB/s the CPU sets the pace):
 #   P2P_N P2P_SIZE_MIB P2P_LAYERS P2P_B_MIB P2P_R_MIB P2P_PARALLELISM
-#   P2P_MODES (swarm,spegel-like,naive) P2P_SCENARIOS (cold,parallelism,partial,faults)
+#   P2P_MODES (swarm,swarm-tls,spegel-like,naive; swarm-tls is the swarm over peer TLS) P2P_SCENARIOS (cold,parallelism,partial,faults)
 #   P2P_OUT (default .cache/bench-p2p: plots, node logs, bench.log)
 set -euo pipefail
 cd "$(dirname "$0")/.."

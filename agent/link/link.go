@@ -106,6 +106,29 @@ func (l *Link) ReviewAccess(ctx context.Context, token, verb, path string) (*nod
 	return resp, nil
 }
 
+// IssuePeerCertificate asks the coordinator to sign csr, a DER
+// certificate request, as node's peer certificate (package
+// imagewarm/peertls), over the current session's connection. It returns
+// the certificate chain and the trust bundle, PEM; ErrNotConnected
+// between sessions.
+func (l *Link) IssuePeerCertificate(ctx context.Context, node string, csr []byte) (chainPEM, bundlePEM []byte, err error) {
+	conn := l.conn.Load()
+	if conn == nil {
+		return nil, nil, ErrNotConnected
+	}
+	own, err := l.token()
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+own)
+	resp, err := nodeworkv1.NewNodeWorkClient(conn).IssuePeerCertificate(ctx,
+		&nodeworkv1.PeerCertificateRequest{Csr: csr, NodeName: node})
+	if err != nil {
+		return nil, nil, fmt.Errorf("coordinator peer certificate: %w", err)
+	}
+	return resp.GetCertificateChain(), resp.GetTrustBundle(), nil
+}
+
 type linkMetrics struct {
 	connected prometheus.GaugeFunc
 	connects  *prometheus.CounterVec

@@ -54,6 +54,7 @@ func run(ctx context.Context, args []string) error {
 	fs.StringVar(&o.Zone, "zone", "", "the node's topology zone, if known")
 	fs.IntVar(&o.MaxConcurrentPulls, "max-concurrent-pulls", work.DefaultMaxConcurrentPulls, "most image pulls (ImagePullJob work) that run at once on the node")
 	fs.IntVar(&o.P2PPort, "p2p-port", 30020, "image swarm port on --mesh-advertise (peers and trackers); 0 turns the swarm and the registry mirror off")
+	fs.BoolVar(&o.PlainPeers, "plain-peers", false, "serve and reach peers over plain HTTP, without mutual TLS (only while upgrading from agents without peer TLS)")
 	fs.IntVar(&o.MirrorPort, "mirror-port", 30021, "registry mirror port on 127.0.0.1, written into containerd's hosts.toml")
 	mirrors := fs.String("mirror-registries", "_default", "registries to mirror for the runtime, comma-separated: host[:port], or host=http://server for a plain-HTTP registry; _default covers every registry without a hosts directory of its own")
 	fs.StringVar(&o.CertsDir, "containerd-certs-dir", "", "containerd's hosts.toml directory as mounted in the agent (empty: --host-root + containerd's config_path)")

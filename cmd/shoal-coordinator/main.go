@@ -65,9 +65,14 @@ func run(ctx context.Context, args []string) error {
 		o.KubeAPIQPS = float32(f)
 		return nil
 	})
+	fs.DurationVar(&o.PeerCertValidity, "peer-cert-validity", 12*time.Hour,
+		"lifetime of the agents' peer TLS certificates (at least 10m); agents renew them after two thirds of it")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", 100, "requests to the apiserver allowed in a burst above --kube-api-qps")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if o.PeerCertValidity < 10*time.Minute {
+		return fmt.Errorf("--peer-cert-validity %s is too short: give at least 10m", o.PeerCertValidity)
 	}
 	if o.PodName == "" {
 		host, err := os.Hostname()

@@ -159,6 +159,13 @@ func (m *Manager) Sync(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// Bundle returns the CA state of the last successful Sync, nil before it.
+func (m *Manager) Bundle() *Bundle {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.bundle
+}
+
 // observe records b's CA for the gauge and logs when it changed.
 func (m *Manager) observe(ctx context.Context, b *Bundle) {
 	notAfter := b.CACert.NotAfter.UnixNano()

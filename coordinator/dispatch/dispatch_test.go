@@ -3,6 +3,7 @@ package dispatch_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"testing"
@@ -21,6 +22,8 @@ import (
 	"github.com/shoal-io/shoal/agent/work"
 	"github.com/shoal-io/shoal/coordinator/auth"
 	"github.com/shoal-io/shoal/coordinator/dispatch"
+	"github.com/shoal-io/shoal/imagewarm/peertls"
+	"github.com/shoal-io/shoal/imagewarm/peertls/peertlstest"
 	"github.com/shoal-io/shoal/protocol/nodework"
 	nodeworkv1 "github.com/shoal-io/shoal/protocol/nodework/v1"
 )
@@ -66,7 +69,7 @@ func startServer(t *testing.T, store *dispatch.Store, leader func() bool) *harne
 	ctx, cancel := context.WithCancel(ctx)
 	srv := dispatch.NewServer(dispatch.ServerOptions{
 		Store: store, Auth: tokens{"t1": "node-1", "t2": "node-2"}, IsLeader: leader, Name: "test", HelloTimeout: 2 * time.Second,
-		Access: readers{"reader-token": "ops:reader"},
+		Access: readers{"reader-token": "ops:reader"}, PeerSigner: newCASigner(t),
 	})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -452,6 +455,61 @@ func TestReviewAccess(t *testing.T) {
 	require.Eventually(t, func() bool { return !a.link.Connected() }, 10*time.Second, 5*time.Millisecond)
 	require.Eventually(t, func() bool {
 		_, err := a.link.ReviewAccess(ctx, "reader-token", "get", "/inventory")
+		return errors.Is(err, link.ErrNotConnected)
+	}, 10*time.Second, 5*time.Millisecond)
+}
+
+// caSigner signs peer certificates with a throwaway CA, as
+// certs.PeerSigner does with the coordinator's.
+type caSigner struct{ ca *peertlstest.CA }
+
+func newCASigner(t *testing.T) caSigner {
+	t.Helper()
+	ca, err := peertlstest.NewCA("dispatch-test")
+	require.NoError(t, err)
+	return caSigner{ca}
+}
+
+func (s caSigner) SignPeer(_ context.Context, csr []byte, node string) ([]byte, []byte, error) {
+	chain, err := peertls.Sign(peertls.SignRequest{CSR: csr, Node: node, CACert: s.ca.Cert, CAKey: s.ca.Key})
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", dispatch.ErrBadCertificateRequest, err)
+	}
+	return chain, s.ca.BundlePEM, nil
+}
+
+func TestIssuePeerCertificate(t *testing.T) {
+	store := dispatch.NewStore()
+	h := startServer(t, store, nil)
+	a := startAgent(t, h.addr, "node-1", "t1", t.TempDir())
+	require.Eventually(t, a.link.Connected, 10*time.Second, 5*time.Millisecond)
+	ctx := t.Context()
+	id, err := peertls.NewIdentity(peertls.Options{Node: "node-1"})
+	require.NoError(t, err)
+
+	csr, err := id.NewRequest()
+	require.NoError(t, err)
+	chain, bundle, err := a.link.IssuePeerCertificate(ctx, "node-1", csr)
+	require.NoError(t, err)
+	require.NoError(t, id.Install(chain, bundle))
+	require.Equal(t, "node-1", id.Leaf().Subject.CommonName)
+
+	// Another node's certificate, an unreadable request, a caller that is
+	// no agent: refused.
+	_, _, err = a.link.IssuePeerCertificate(ctx, "node-2", csr)
+	require.Equal(t, codes.PermissionDenied, status.Code(errors.Unwrap(err)), "%v", err)
+	_, _, err = a.link.IssuePeerCertificate(ctx, "node-1", []byte("not a CSR"))
+	require.Equal(t, codes.InvalidArgument, status.Code(errors.Unwrap(err)), "%v", err)
+	conn, err := grpc.NewClient(h.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer func() { _ = conn.Close() }()
+	_, err = nodeworkv1.NewNodeWorkClient(conn).IssuePeerCertificate(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer reader-token"),
+		&nodeworkv1.PeerCertificateRequest{Csr: csr, NodeName: "node-1"})
+	require.Equal(t, codes.Unauthenticated, status.Code(err), "%v", err)
+
+	h.stop()
+	require.Eventually(t, func() bool {
+		_, _, err := a.link.IssuePeerCertificate(ctx, "node-1", csr)
 		return errors.Is(err, link.ErrNotConnected)
 	}, 10*time.Second, 5*time.Millisecond)
 }

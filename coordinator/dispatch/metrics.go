@@ -10,6 +10,7 @@ type serverMetrics struct {
 	protocolErrors prometheus.Counter
 	reports        *prometheus.CounterVec
 	reviews        *prometheus.CounterVec
+	peerCerts      *prometheus.CounterVec
 	workItems      *workItemsCollector
 }
 
@@ -43,6 +44,10 @@ func newServerMetrics(s *Server) *serverMetrics {
 			Name: "shoal_coordinator_endpoint_access_reviews_total",
 			Help: "Reviews of tokens presented to agent endpoints, by result: allowed, denied, unauthenticated_client; or the asking agent's refusal (unauthenticated, forbidden, unavailable), or error (the apiserver could not review).",
 		}, []string{"result"}),
+		peerCerts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shoal_coordinator_peer_certificates_total",
+			Help: "Agents' peer certificate requests by result: issued, bad_request, error (no CA yet); or the asking agent's refusal (unauthenticated, forbidden, unavailable).",
+		}, []string{"result"}),
 		workItems: &workItemsCollector{store: s.opts.Store, desc: prometheus.NewDesc(
 			"shoal_coordinator_work_items",
 			"Work items held for nodes, by kind and by the state the node last reported (dispatched: no report yet).",
@@ -51,12 +56,14 @@ func newServerMetrics(s *Server) *serverMetrics {
 }
 
 func (m *serverMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.connected, m.connects, m.reconnects, m.protocolErrors, m.reports, m.reviews, m.workItems}
+	return []prometheus.Collector{m.connected, m.connects, m.reconnects, m.protocolErrors, m.reports, m.reviews, m.peerCerts, m.workItems}
 }
 
 func (m *serverMetrics) refused(reason string) { m.connects.WithLabelValues(reason).Inc() }
 
 func (m *serverMetrics) reviewed(result string) { m.reviews.WithLabelValues(result).Inc() }
+
+func (m *serverMetrics) issued(result string) { m.peerCerts.WithLabelValues(result).Inc() }
 
 func (m *serverMetrics) accepted(reconnect bool) {
 	m.connects.WithLabelValues("accepted").Inc()

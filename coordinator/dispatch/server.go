@@ -47,9 +47,23 @@ type ServerOptions struct {
 	// Access answers the agents' reviews of tokens presented to their
 	// HTTP endpoints. Nil: ReviewAccess is unimplemented.
 	Access AccessReviewer
+	// PeerSigner signs the agents' peer certificates. Nil:
+	// IssuePeerCertificate is unimplemented.
+	PeerSigner PeerSigner
 	// Registerer receives the server's metrics (nil: not registered).
 	Registerer prometheus.Registerer
 }
+
+// PeerSigner signs an agent's peer certificate request for node (the node
+// its token is bound to) and returns the certificate chain and the trust
+// bundle, both PEM. *certs.PeerSigner is the real one.
+type PeerSigner interface {
+	SignPeer(ctx context.Context, csr []byte, node string) (chainPEM, bundlePEM []byte, err error)
+}
+
+// ErrBadCertificateRequest marks a PeerSigner error that is the request's
+// fault (an unreadable or unsupported CSR), not the coordinator's.
+var ErrBadCertificateRequest = errors.New("bad peer certificate request")
 
 // AccessReviewer decides whether a client's bearer token may use an agent
 // endpoint. *auth.AccessReviewer is the real one.
@@ -354,6 +368,36 @@ func (s *Server) ReviewAccess(ctx context.Context, req *nodeworkv1.AccessReviewR
 		s.metrics.reviewed("unauthenticated_client")
 	}
 	return &nodeworkv1.AccessReviewResponse{Authenticated: d.Authenticated, Allowed: d.Allowed, User: d.User, Reason: d.Reason}, nil
+}
+
+// IssuePeerCertificate implements the signing of an agent's peer
+// certificate. Only agents may ask, each for its own node: the certificate
+// names the node the caller's token is bound to. Followers answer too.
+func (s *Server) IssuePeerCertificate(ctx context.Context, req *nodeworkv1.PeerCertificateRequest) (*nodeworkv1.PeerCertificateResponse, error) {
+	if s.opts.PeerSigner == nil {
+		return nil, status.Error(codes.Unimplemented, "this coordinator does not issue peer certificates")
+	}
+	id, err := s.authenticate(ctx)
+	if err != nil {
+		s.metrics.issued(authRefusal(err))
+		return nil, err
+	}
+	if err := auth.CheckNode(id, req.GetNodeName()); err != nil {
+		s.metrics.issued("forbidden")
+		return nil, status.Error(codes.PermissionDenied, err.Error())
+	}
+	chain, bundle, err := s.opts.PeerSigner.SignPeer(ctx, req.GetCsr(), id.NodeName)
+	if err != nil {
+		if errors.Is(err, ErrBadCertificateRequest) {
+			s.metrics.issued("bad_request")
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+		s.metrics.issued("error")
+		return nil, status.Error(codes.Unavailable, "sign the peer certificate: "+err.Error())
+	}
+	s.metrics.issued("issued")
+	klog.FromContext(ctx).WithName("nodework").V(2).Info("Issued a peer certificate", "node", id.NodeName)
+	return &nodeworkv1.PeerCertificateResponse{CertificateChain: chain, TrustBundle: bundle}, nil
 }
 
 // awaitHello reads the first message, which must be a valid Hello.

@@ -7,6 +7,7 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/shoal-io/shoal/imagewarm/blobserver"
+	"github.com/shoal-io/shoal/imagewarm/peertls"
 	"github.com/shoal-io/shoal/imagewarm/placement"
 	"github.com/shoal-io/shoal/imagewarm/store"
 	"github.com/shoal-io/shoal/imagewarm/swarm"
@@ -96,6 +98,13 @@ type Config struct {
 	Runtime RuntimeContent
 	// Platform picks the image of an index (linux/GOARCH when zero).
 	Platform v1.Platform
+	// PeerTLS, if set, serves peers and trackers over mutual TLS with
+	// this identity and reaches them the same way: a request without a
+	// certificate of a live member of Members gets 401 or 403 and nothing
+	// else (peertls.Identity.Guard). Nil: plain HTTP, unauthenticated.
+	// A Fetch.Peers client the caller sets must carry
+	// PeerTLS.ClientConfig() itself.
+	PeerTLS *peertls.Identity
 	// WrapPeer, if set, wraps the peer blob handler (the benchmark's
 	// fault injection).
 	WrapPeer func(http.Handler) http.Handler
@@ -185,15 +194,24 @@ func New(cfg Config) (*Node, error) {
 	if n.tracker, err = tracker.New(tracker.Config{Registerer: cfg.Registerer}); err != nil {
 		return fail(err)
 	}
-	if cfg.Fetch.Peers == nil {
-		cfg.Fetch.Peers = &http.Client{Transport: swarmTransport()}
+	scheme := "http"
+	if cfg.PeerTLS != nil {
+		scheme = "https"
 	}
+	if cfg.Fetch.Peers == nil {
+		t := swarmTransport()
+		if cfg.PeerTLS != nil {
+			t.TLSClientConfig = cfg.PeerTLS.ClientConfig()
+		}
+		cfg.Fetch.Peers = &http.Client{Transport: t}
+	}
+	cfg.Fetch.PeerScheme = scheme
 	client, err = tracker.NewClient(tracker.ClientConfig{
-		HTTPClient: cfg.Fetch.Peers,
-		Self:       placement.Member{Name: cfg.Name, Endpoint: cfg.Advertise, Zone: cfg.Zone},
-		Members:    cfg.Members,
-		Holdings:   n.holdings(swarm.HoldingsOf(st, cfg.Mode == swarm.SpegelLike)),
-		Local:      n.tracker, Registerer: cfg.Registerer, Logger: n.log,
+		HTTPClient: cfg.Fetch.Peers, Scheme: scheme,
+		Self:     placement.Member{Name: cfg.Name, Endpoint: cfg.Advertise, Zone: cfg.Zone},
+		Members:  cfg.Members,
+		Holdings: n.holdings(swarm.HoldingsOf(st, cfg.Mode == swarm.SpegelLike)),
+		Local:    n.tracker, Registerer: cfg.Registerer, Logger: n.log,
 	})
 	if err != nil {
 		return fail(err)
@@ -235,6 +253,12 @@ func (n *Node) Run(ctx context.Context) error {
 		peer = n.cfg.WrapPeer(peer)
 	}
 	mux.Handle("/v2/", peer)
+	var peers http.Handler = mux
+	listener := n.cfg.Listener
+	if n.cfg.PeerTLS != nil {
+		peers = n.cfg.PeerTLS.Guard(mux, liveMember(n.cfg.Members, n.cfg.Name))
+		listener = tls.NewListener(listener, n.cfg.PeerTLS.ServerConfig())
+	}
 
 	g, ctx := errgroup.WithContext(ctx)
 	serve := func(l net.Listener, h http.Handler) {
@@ -256,7 +280,7 @@ func (n *Node) Run(ctx context.Context) error {
 			return nil
 		})
 	}
-	serve(n.cfg.Listener, mux)
+	serve(listener, peers)
 	if n.cfg.RuntimeListener != nil {
 		serve(n.cfg.RuntimeListener, n.server.Handler(blobserver.Runtime))
 	}
@@ -433,6 +457,34 @@ func (n *Node) ReleaseHeldByRuntime(ctx context.Context) int {
 		n.log.V(2).Info("Dropped blobs the runtime holds", "blobs", released)
 	}
 	return released
+}
+
+// liveMember reports whether a node is a live member of members (or is
+// self, which a node may ask of itself), from a set rebuilt at most once a
+// second: Guard asks on every peer request, and a member list has
+// thousands of entries.
+func liveMember(members tracker.Membership, self string) func(node string) bool {
+	var (
+		mu    sync.Mutex
+		set   map[string]bool
+		built time.Time
+	)
+	return func(node string) bool {
+		if node == self {
+			return true
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if set == nil || time.Since(built) > time.Second || !set[node] && time.Since(built) > 100*time.Millisecond {
+			ms := members.Members()
+			set = make(map[string]bool, len(ms))
+			for _, m := range ms {
+				set[m.Name] = true
+			}
+			built = time.Now()
+		}
+		return set[node]
+	}
 }
 
 // swarmTransport reaches other agents' swarm endpoints, trackers and blob

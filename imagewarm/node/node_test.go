@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -29,6 +30,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/shoal-io/shoal/imagewarm/blobserver"
+	"github.com/shoal-io/shoal/imagewarm/peertls"
+	"github.com/shoal-io/shoal/imagewarm/peertls/peertlstest"
 	"github.com/shoal-io/shoal/imagewarm/placement"
 	"github.com/shoal-io/shoal/imagewarm/store"
 	"github.com/shoal-io/shoal/imagewarm/swarm"
@@ -274,9 +277,37 @@ func sha(data []byte) v1.Hash {
 // layers, and the registry sends about one copy of the image (the swarm
 // spreads it, one upstream lease per blob).
 func TestWarmConcurrently(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		tune func(t *testing.T) func(i int, c *Config)
+	}{
+		{"plain HTTP", func(*testing.T) func(int, *Config) { return nil }},
+		{"peer TLS", withPeerTLS},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testWarmConcurrently(t, tc.tune(t)) })
+	}
+}
+
+// withPeerTLS gives every node a peer TLS identity from one test CA.
+func withPeerTLS(t *testing.T) func(i int, c *Config) {
+	ca, err := peertlstest.NewCA("node-test")
+	require.NoError(t, err)
+	return func(_ int, c *Config) {
+		id, err := peertls.NewIdentity(peertls.Options{Node: c.Name})
+		require.NoError(t, err)
+		csr, err := id.NewRequest()
+		require.NoError(t, err)
+		chain, bundle, err := ca.Issuer(c.Name, time.Hour)(t.Context(), csr)
+		require.NoError(t, err)
+		require.NoError(t, id.Install(chain, bundle))
+		c.PeerTLS = id
+	}
+}
+
+func testWarmConcurrently(t *testing.T, tune func(i int, c *Config)) {
 	reg := newTestRegistry(t)
 	img := reg.push(t, "test/app:v1", 3<<20, 2)
-	nodes := startNodes(t, reg, 3, nil)
+	nodes := startNodes(t, reg, 3, tune)
 
 	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
 	t.Cleanup(cancel)
@@ -302,6 +333,59 @@ func TestWarmConcurrently(t *testing.T) {
 	t.Logf("registry sent %d blob bytes for an image of %d (layers %d)", sent, got[0].Size(), img.layerBytes())
 	require.GreaterOrEqual(t, sent, img.layerBytes()+img.config.Size, "every blob came from upstream once")
 	require.LessOrEqual(t, float64(sent), 1.5*float64(img.layerBytes()), "about one copy upstream")
+	var peerGets int64
+	for _, n := range nodes {
+		peerGets += n.peerGets.Load()
+	}
+	require.Positive(t, peerGets, "no node served a peer")
+}
+
+// TestPeerTLSRefusesOutsiders: a node with peer TLS serves a blob it
+// holds only to a client with a certificate of a member; plain HTTP, TLS
+// without a certificate and a certificate from another CA get 400, 401
+// and 403, and none of them a byte of the blob.
+func TestPeerTLSRefusesOutsiders(t *testing.T) {
+	reg := newTestRegistry(t)
+	img := reg.push(t, "test/app:v1", 1<<20, 1)
+	nodes := startNodes(t, reg, 1, withPeerTLS(t))
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+	t.Cleanup(cancel)
+	_, err := nodes[0].Warm(ctx, img.ref, nil)
+	require.NoError(t, err)
+	path := "/v2/test/app/blobs/" + img.layers[0].Digest.String()
+
+	other, err := peertlstest.NewCA("other")
+	require.NoError(t, err)
+	foreign, err := other.ClientCert("node-a")
+	require.NoError(t, err)
+	tlsClient := func(certs ...tls.Certificate) *http.Client {
+		return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{
+			InsecureSkipVerify: true, Certificates: certs, MinVersion: tls.VersionTLS13, //nolint:gosec // the server's check is under test
+		}}}
+	}
+	for _, tc := range []struct {
+		name   string
+		client *http.Client
+		scheme string
+		status int
+	}{
+		{"plain HTTP", http.DefaultClient, "http", http.StatusBadRequest},
+		{"no client certificate", tlsClient(), "https", http.StatusUnauthorized},
+		{"a certificate from another CA", tlsClient(foreign), "https", http.StatusForbidden},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, tc.scheme+"://"+nodes[0].addr+path, nil)
+			require.NoError(t, err)
+			resp, err := tc.client.Do(req)
+			require.NoError(t, err)
+			body, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+			require.NoError(t, resp.Body.Close())
+			require.Equal(t, tc.status, resp.StatusCode, "%s", body)
+			require.Less(t, int64(len(body)), img.layers[0].Size)
+		})
+	}
+	require.Zero(t, nodes[0].peerGets.Load(), "a refused request reached the blob handler")
 }
 
 // TestResolveNeverAsksPeers shows that tags are resolved upstream only:

@@ -459,7 +459,7 @@ func (j *job) send(ctx context.Context, h *holder, i int, now time.Time) {
 func (j *job) get(ctx context.Context, r *request, endpoint string, stall *time.Timer) result {
 	off := int64(r.piece) * j.ps
 	n := min(j.ps, j.size-off)
-	url := "http://" + endpoint + "/v2/" + j.o.Repository + "/blobs/" + j.d.String()
+	url := j.f.cfg.PeerScheme + "://" + endpoint + "/v2/" + j.o.Repository + "/blobs/" + j.d.String()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return result{req: r, err: err}

@@ -130,6 +130,9 @@ type Config struct {
 	// Peers sends piece requests to other nodes (a plain http.Client when
 	// nil).
 	Peers *http.Client
+	// PeerScheme is the URL scheme of peers' blob endpoints: "http"
+	// (default) or "https" (mutual TLS, package imagewarm/peertls).
+	PeerScheme string
 	// Ingress, if set, paces every byte received, from peers and upstream.
 	Ingress *blobserver.Limiter
 	// MaxInflight (per node), PerPeer (per fetch and holder), Poll,
@@ -223,6 +226,9 @@ func New(cfg Config) (*Fetcher, error) {
 	}
 	if cfg.Peers == nil {
 		cfg.Peers = &http.Client{}
+	}
+	if cfg.PeerScheme == "" {
+		cfg.PeerScheme = "http"
 	}
 	log := cfg.Logger
 	if log.GetSink() == nil {

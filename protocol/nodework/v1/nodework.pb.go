@@ -333,6 +333,119 @@ func (ProbeState) EnumDescriptor() ([]byte, []int) {
 	return file_v1_nodework_proto_rawDescGZIP(), []int{4}
 }
 
+// PeerCertificateRequest asks for a peer certificate.
+type PeerCertificateRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// csr is a DER PKCS#10 certificate request for a key the agent made and
+	// keeps; its subject and names are ignored.
+	Csr []byte `protobuf:"bytes,1,opt,name=csr,proto3" json:"csr,omitempty"`
+	// node_name is the agent's node. It must match the node the agent's
+	// token is bound to.
+	NodeName      string `protobuf:"bytes,2,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PeerCertificateRequest) Reset() {
+	*x = PeerCertificateRequest{}
+	mi := &file_v1_nodework_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PeerCertificateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PeerCertificateRequest) ProtoMessage() {}
+
+func (x *PeerCertificateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_v1_nodework_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PeerCertificateRequest.ProtoReflect.Descriptor instead.
+func (*PeerCertificateRequest) Descriptor() ([]byte, []int) {
+	return file_v1_nodework_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *PeerCertificateRequest) GetCsr() []byte {
+	if x != nil {
+		return x.Csr
+	}
+	return nil
+}
+
+func (x *PeerCertificateRequest) GetNodeName() string {
+	if x != nil {
+		return x.NodeName
+	}
+	return ""
+}
+
+// PeerCertificateResponse is the signed certificate.
+type PeerCertificateResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// certificate_chain is PEM: the certificate, then any intermediates.
+	CertificateChain []byte `protobuf:"bytes,1,opt,name=certificate_chain,json=certificateChain,proto3" json:"certificate_chain,omitempty"`
+	// trust_bundle is PEM: the CA certificates that peers' certificates are
+	// verified against.
+	TrustBundle   []byte `protobuf:"bytes,2,opt,name=trust_bundle,json=trustBundle,proto3" json:"trust_bundle,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PeerCertificateResponse) Reset() {
+	*x = PeerCertificateResponse{}
+	mi := &file_v1_nodework_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PeerCertificateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PeerCertificateResponse) ProtoMessage() {}
+
+func (x *PeerCertificateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_v1_nodework_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PeerCertificateResponse.ProtoReflect.Descriptor instead.
+func (*PeerCertificateResponse) Descriptor() ([]byte, []int) {
+	return file_v1_nodework_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *PeerCertificateResponse) GetCertificateChain() []byte {
+	if x != nil {
+		return x.CertificateChain
+	}
+	return nil
+}
+
+func (x *PeerCertificateResponse) GetTrustBundle() []byte {
+	if x != nil {
+		return x.TrustBundle
+	}
+	return nil
+}
+
 // AccessReviewRequest is a client's request to an agent endpoint.
 type AccessReviewRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -348,7 +461,7 @@ type AccessReviewRequest struct {
 
 func (x *AccessReviewRequest) Reset() {
 	*x = AccessReviewRequest{}
-	mi := &file_v1_nodework_proto_msgTypes[0]
+	mi := &file_v1_nodework_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -360,7 +473,7 @@ func (x *AccessReviewRequest) String() string {
 func (*AccessReviewRequest) ProtoMessage() {}
 
 func (x *AccessReviewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_nodework_proto_msgTypes[0]
+	mi := &file_v1_nodework_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -373,7 +486,7 @@ func (x *AccessReviewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AccessReviewRequest.ProtoReflect.Descriptor instead.
 func (*AccessReviewRequest) Descriptor() ([]byte, []int) {
-	return file_v1_nodework_proto_rawDescGZIP(), []int{0}
+	return file_v1_nodework_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *AccessReviewRequest) GetToken() string {
@@ -415,7 +528,7 @@ type AccessReviewResponse struct {
 
 func (x *AccessReviewResponse) Reset() {
 	*x = AccessReviewResponse{}
-	mi := &file_v1_nodework_proto_msgTypes[1]
+	mi := &file_v1_nodework_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -427,7 +540,7 @@ func (x *AccessReviewResponse) String() string {
 func (*AccessReviewResponse) ProtoMessage() {}
 
 func (x *AccessReviewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_nodework_proto_msgTypes[1]
+	mi := &file_v1_nodework_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -440,7 +553,7 @@ func (x *AccessReviewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AccessReviewResponse.ProtoReflect.Descriptor instead.
 func (*AccessReviewResponse) Descriptor() ([]byte, []int) {
-	return file_v1_nodework_proto_rawDescGZIP(), []int{1}
+	return file_v1_nodework_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *AccessReviewResponse) GetAuthenticated() bool {
@@ -488,7 +601,7 @@ type AgentMessage struct {
 
 func (x *AgentMessage) Reset() {
 	*x = AgentMessage{}
-	mi := &file_v1_nodework_proto_msgTypes[2]
+	mi := &file_v1_nodework_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -500,7 +613,7 @@ func (x *AgentMessage) String() string {
 func (*AgentMessage) ProtoMessage() {}
 
 func (x *AgentMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_nodework_proto_msgTypes[2]
+	mi := &file_v1_nodework_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -513,7 +626,7 @@ func (x *AgentMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentMessage.ProtoReflect.Descriptor instead.
 func (*AgentMessage) Descriptor() ([]byte, []int) {
-	return file_v1_nodework_proto_rawDescGZIP(), []int{2}
+	return file_v1_nodework_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *AgentMessage) GetSeq() uint64 {
@@ -585,7 +698,7 @@ type CoordinatorMessage struct {
 
 func (x *CoordinatorMessage) Reset() {
 	*x = CoordinatorMessage{}
-	mi := &file_v1_nodework_proto_msgTypes[3]
+	mi := &file_v1_nodework_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -597,7 +710,7 @@ func (x *CoordinatorMessage) String() string {
 func (*CoordinatorMessage) ProtoMessage() {}
 
 func (x *CoordinatorMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_nodework_proto_msgTypes[3]
+	mi := &file_v1_nodework_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -610,7 +723,7 @@ func (x *CoordinatorMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CoordinatorMessage.ProtoReflect.Descriptor instead.
 func (*CoordinatorMessage) Descriptor() ([]byte, []int) {
-	return file_v1_nodework_proto_rawDescGZIP(), []int{3}
+	return file_v1_nodework_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CoordinatorMessage) GetSeq() uint64 {
@@ -734,7 +847,7 @@ type Hello struct {
 
 func (x *Hello) Reset() {
 	*x = Hello{}
-	mi := &file_v1_nodework_proto_msgTypes[4]
+	mi := &file_v1_nodework_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -746,7 +859,7 @@ func (x *Hello) String() string {
 func (*Hello) ProtoMessage() {}
 
 func (x *Hello) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_nodework_proto_msgTypes[4]
+	mi := &file_v1_nodework_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -759,7 +872,7 @@ func (x *Hello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hello.ProtoReflect.Descriptor instead.
 func (*Hello) Descriptor() ([]byte, []int) {
-	return file_v1_nodework_proto_rawDescGZIP(), []int{4}
+	return file_v1_nodework_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Hello) GetProtocolVersion() uint32 {
@@ -820,7 +933,7 @@ type Capabilities struct {
 
 func (x *Capabilities) Reset() {
 	*x = Capabilities{}
-	mi := &file_v1_nodework_proto_msgTypes[5]
+	mi := &file_v1_nodework_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -832,7 +945,7 @@ func (x *Capabilities) String() string {
 func (*Capabilities) ProtoMessage() {}
 
 func (x *Capabilities) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_nodework_proto_msgTypes[5]
+	mi := &file_v1_nodework_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -845,7 +958,7 @@ func (x *Capabilities) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Capabilities.ProtoReflect.Descriptor instead.
 func (*Capabilities) Descriptor() ([]byte, []int) {
-	return file_v1_nodework_proto_rawDescGZIP(), []int{5}
+	return file_v1_nodework_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Capabilities) GetRuntimeName() string {
@@ -912,7 +1025,7 @@ type Welcome struct {
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_v1_nodework_proto_msgTypes[6]
+	mi := &file_v1_nodework_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -924,7 +1037,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_nodework_proto_msgTypes[6]
+	mi := &file_v1_nodework_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -937,7 +1050,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_v1_nodework_proto_rawDescGZIP(), []int{6}
+	return file_v1_nodework_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Welcome) GetProtocolVersion() uint32 {
@@ -972,7 +1085,7 @@ type Peers struct {
 
 func (x *Peers) Reset() {
 	*x = Peers{}
-	mi := &file_v1_nodework_proto_msgTypes[7]
+	mi := &file_v1_nodework_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -984,7 +1097,7 @@ func (x *Peers) String() string {
 func (*Peers) ProtoMessage() {}
 
 func (x *Peers) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_nodework_proto_msgTypes[7]
+	mi := &file_v1_nodework_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -997,7 +1110,7 @@ func (x *Peers) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Peers.ProtoReflect.Descriptor instead.
 func (*Peers) Descriptor() ([]byte, []int) {
-	return file_v1_nodework_proto_rawDescGZIP(), []int{7}
+	return file_v1_nodework_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Peers) GetPeers() []*Peer {
@@ -1020,7 +1133,7 @@ type Peer struct {
 
 func (x *Peer) Reset() {
 	*x = Peer{}
-	mi := &file_v1_nodework_proto_msgTypes[8]
+	mi := &file_v1_nodework_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1032,7 +1145,7 @@ func (x *Peer) String() string {
 func (*Peer) ProtoMessage() {}
 
 func (x *Peer) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_nodework_proto_msgTypes[8]
+	mi := &file_v1_nodework_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1045,7 +1158,7 @@ func (x *Peer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Peer.ProtoReflect.Descriptor instead.
 func (*Peer) Descriptor() ([]byte, []int) {
-	return file_v1_nodework_proto_rawDescGZIP(), []int{8}
+	return file_v1_nodework_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Peer) GetNodeName() string {
@@ -1077,7 +1190,7 @@ type WorkRef struct {
 
 func (x *WorkRef) Reset() {
 	*x = WorkRef{}
-	mi := &file_v1_nodework_proto_msgTypes[9]
+	mi := &file_v1_nodework_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1089,7 +1202,7 @@ func (x *WorkRef) String() string {
 func (*WorkRef) ProtoMessage() {}
 
 func (x *WorkRef) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_nodework_proto_msgTypes[9]
+	mi := &file_v1_nodework_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1102,7 +1215,7 @@ func (x *WorkRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkRef.ProtoReflect.Descriptor instead.
 func (*WorkRef) Descriptor() ([]byte, []int) {
-	return file_v1_nodework_proto_rawDescGZIP(), []int{9}
+	return file_v1_nodework_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *WorkRef) GetId() string {
@@ -1137,7 +1250,7 @@ type WorkSync struct {
 
 func (x *WorkSync) Reset() {
 	*x = WorkSync{}
-	mi := &file_v1_nodework_proto_msgTypes[10]
+	mi := &file_v1_nodework_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1149,7 +1262,7 @@ func (x *WorkSync) String() string {
 func (*WorkSync) ProtoMessage() {}
 
 func (x *WorkSync) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_nodework_proto_msgTypes[10]
+	mi := &file_v1_nodework_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1162,7 +1275,7 @@ func (x *WorkSync) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkSync.ProtoReflect.Descriptor instead.
 func (*WorkSync) Descriptor() ([]byte, []int) {
-	return file_v1_nodework_proto_rawDescGZIP(), []int{10}
+	return file_v1_nodework_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WorkSync) GetItems() []*WorkItem {
@@ -1183,7 +1296,7 @@ type WorkRemove struct {
 
 func (x *WorkRemove) Reset() {
 	*x = WorkRemove{}
-	mi := &file_v1_nodework_proto_msgTypes[11]
+	mi := &file_v1_nodework_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1195,7 +1308,7 @@ func (x *WorkRemove) String() string {
 func (*WorkRemove) ProtoMessage() {}
 
 func (x *WorkRemove) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_nodework_proto_msgTypes[11]
+	mi := &file_v1_nodework_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1208,7 +1321,7 @@ func (x *WorkRemove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkRemove.ProtoReflect.Descriptor instead.
 func (*WorkRemove) Descriptor() ([]byte, []int) {
-	return file_v1_nodework_proto_rawDescGZIP(), []int{11}
+	return file_v1_nodework_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *WorkRemove) GetId() string {
@@ -1245,7 +1358,7 @@ type WorkItem struct {
 
 func (x *WorkItem) Reset() {
 	*x = WorkItem{}
-	mi := &file_v1_nodework_proto_msgTypes[12]
+	mi := &file_v1_nodework_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1257,7 +1370,7 @@ func (x *WorkItem) String() string {
 func (*WorkItem) ProtoMessage() {}
 
 func (x *WorkItem) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_nodework_proto_msgTypes[12]
+	mi := &file_v1_nodework_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1270,7 +1383,7 @@ func (x *WorkItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkItem.ProtoReflect.Descriptor instead.
 func (*WorkItem) Descriptor() ([]byte, []int) {
-	return file_v1_nodework_proto_rawDescGZIP(), []int{12}
+	return file_v1_nodework_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *WorkItem) GetId() string {
@@ -1403,7 +1516,7 @@ type NoopSpec struct {
 
 func (x *NoopSpec) Reset() {
 	*x = NoopSpec{}
-	mi := &file_v1_nodework_proto_msgTypes[13]
+	mi := &file_v1_nodework_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1415,7 +1528,7 @@ func (x *NoopSpec) String() string {
 func (*NoopSpec) ProtoMessage() {}
 
 func (x *NoopSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_nodework_proto_msgTypes[13]
+	mi := &file_v1_nodework_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1428,7 +1541,7 @@ func (x *NoopSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NoopSpec.ProtoReflect.Descriptor instead.
 func (*NoopSpec) Descriptor() ([]byte, []int) {
-	return file_v1_nodework_proto_rawDescGZIP(), []int{13}
+	return file_v1_nodework_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *NoopSpec) GetSteps() uint32 {
@@ -1492,7 +1605,7 @@ type RecreateSpec struct {
 
 func (x *RecreateSpec) Reset() {
 	*x = RecreateSpec{}
-	mi := &file_v1_nodework_proto_msgTypes[14]
+	mi := &file_v1_nodework_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1504,7 +1617,7 @@ func (x *RecreateSpec) String() string {
 func (*RecreateSpec) ProtoMessage() {}
 
 func (x *RecreateSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_nodework_proto_msgTypes[14]
+	mi := &file_v1_nodework_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1517,7 +1630,7 @@ func (x *RecreateSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecreateSpec.ProtoReflect.Descriptor instead.
 func (*RecreateSpec) Descriptor() ([]byte, []int) {
-	return file_v1_nodework_proto_rawDescGZIP(), []int{14}
+	return file_v1_nodework_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RecreateSpec) GetPodNamespace() string {
@@ -1633,7 +1746,7 @@ type RecreateContainer struct {
 
 func (x *RecreateContainer) Reset() {
 	*x = RecreateContainer{}
-	mi := &file_v1_nodework_proto_msgTypes[15]
+	mi := &file_v1_nodework_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1645,7 +1758,7 @@ func (x *RecreateContainer) String() string {
 func (*RecreateContainer) ProtoMessage() {}
 
 func (x *RecreateContainer) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_nodework_proto_msgTypes[15]
+	mi := &file_v1_nodework_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1658,7 +1771,7 @@ func (x *RecreateContainer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecreateContainer.ProtoReflect.Descriptor instead.
 func (*RecreateContainer) Descriptor() ([]byte, []int) {
-	return file_v1_nodework_proto_rawDescGZIP(), []int{15}
+	return file_v1_nodework_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RecreateContainer) GetName() string {
@@ -1721,7 +1834,7 @@ type PreStopHook struct {
 
 func (x *PreStopHook) Reset() {
 	*x = PreStopHook{}
-	mi := &file_v1_nodework_proto_msgTypes[16]
+	mi := &file_v1_nodework_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1733,7 +1846,7 @@ func (x *PreStopHook) String() string {
 func (*PreStopHook) ProtoMessage() {}
 
 func (x *PreStopHook) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_nodework_proto_msgTypes[16]
+	mi := &file_v1_nodework_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1746,7 +1859,7 @@ func (x *PreStopHook) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreStopHook.ProtoReflect.Descriptor instead.
 func (*PreStopHook) Descriptor() ([]byte, []int) {
-	return file_v1_nodework_proto_rawDescGZIP(), []int{16}
+	return file_v1_nodework_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PreStopHook) GetAction() isPreStopHook_Action {
@@ -1819,7 +1932,7 @@ type ExecAction struct {
 
 func (x *ExecAction) Reset() {
 	*x = ExecAction{}
-	mi := &file_v1_nodework_proto_msgTypes[17]
+	mi := &file_v1_nodework_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1831,7 +1944,7 @@ func (x *ExecAction) String() string {
 func (*ExecAction) ProtoMessage() {}
 
 func (x *ExecAction) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_nodework_proto_msgTypes[17]
+	mi := &file_v1_nodework_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1844,7 +1957,7 @@ func (x *ExecAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecAction.ProtoReflect.Descriptor instead.
 func (*ExecAction) Descriptor() ([]byte, []int) {
-	return file_v1_nodework_proto_rawDescGZIP(), []int{17}
+	return file_v1_nodework_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ExecAction) GetCommand() []string {
@@ -1874,7 +1987,7 @@ type HTTPGetAction struct {
 
 func (x *HTTPGetAction) Reset() {
 	*x = HTTPGetAction{}
-	mi := &file_v1_nodework_proto_msgTypes[18]
+	mi := &file_v1_nodework_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1886,7 +1999,7 @@ func (x *HTTPGetAction) String() string {
 func (*HTTPGetAction) ProtoMessage() {}
 
 func (x *HTTPGetAction) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_nodework_proto_msgTypes[18]
+	mi := &file_v1_nodework_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1899,7 +2012,7 @@ func (x *HTTPGetAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPGetAction.ProtoReflect.Descriptor instead.
 func (*HTTPGetAction) Descriptor() ([]byte, []int) {
-	return file_v1_nodework_proto_rawDescGZIP(), []int{18}
+	return file_v1_nodework_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *HTTPGetAction) GetHost() string {
@@ -1950,7 +2063,7 @@ type HTTPHeader struct {
 
 func (x *HTTPHeader) Reset() {
 	*x = HTTPHeader{}
-	mi := &file_v1_nodework_proto_msgTypes[19]
+	mi := &file_v1_nodework_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1962,7 +2075,7 @@ func (x *HTTPHeader) String() string {
 func (*HTTPHeader) ProtoMessage() {}
 
 func (x *HTTPHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_nodework_proto_msgTypes[19]
+	mi := &file_v1_nodework_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1975,7 +2088,7 @@ func (x *HTTPHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPHeader.ProtoReflect.Descriptor instead.
 func (*HTTPHeader) Descriptor() ([]byte, []int) {
-	return file_v1_nodework_proto_rawDescGZIP(), []int{19}
+	return file_v1_nodework_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *HTTPHeader) GetName() string {
@@ -2003,7 +2116,7 @@ type SleepAction struct {
 
 func (x *SleepAction) Reset() {
 	*x = SleepAction{}
-	mi := &file_v1_nodework_proto_msgTypes[20]
+	mi := &file_v1_nodework_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2015,7 +2128,7 @@ func (x *SleepAction) String() string {
 func (*SleepAction) ProtoMessage() {}
 
 func (x *SleepAction) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_nodework_proto_msgTypes[20]
+	mi := &file_v1_nodework_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2028,7 +2141,7 @@ func (x *SleepAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SleepAction.ProtoReflect.Descriptor instead.
 func (*SleepAction) Descriptor() ([]byte, []int) {
-	return file_v1_nodework_proto_rawDescGZIP(), []int{20}
+	return file_v1_nodework_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SleepAction) GetSeconds() int64 {
@@ -2070,7 +2183,7 @@ type WorkReport struct {
 
 func (x *WorkReport) Reset() {
 	*x = WorkReport{}
-	mi := &file_v1_nodework_proto_msgTypes[21]
+	mi := &file_v1_nodework_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2082,7 +2195,7 @@ func (x *WorkReport) String() string {
 func (*WorkReport) ProtoMessage() {}
 
 func (x *WorkReport) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_nodework_proto_msgTypes[21]
+	mi := &file_v1_nodework_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2095,7 +2208,7 @@ func (x *WorkReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkReport.ProtoReflect.Descriptor instead.
 func (*WorkReport) Descriptor() ([]byte, []int) {
-	return file_v1_nodework_proto_rawDescGZIP(), []int{21}
+	return file_v1_nodework_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *WorkReport) GetId() string {
@@ -2245,7 +2358,7 @@ type NoopStatus struct {
 
 func (x *NoopStatus) Reset() {
 	*x = NoopStatus{}
-	mi := &file_v1_nodework_proto_msgTypes[22]
+	mi := &file_v1_nodework_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2257,7 +2370,7 @@ func (x *NoopStatus) String() string {
 func (*NoopStatus) ProtoMessage() {}
 
 func (x *NoopStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_nodework_proto_msgTypes[22]
+	mi := &file_v1_nodework_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2270,7 +2383,7 @@ func (x *NoopStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NoopStatus.ProtoReflect.Descriptor instead.
 func (*NoopStatus) Descriptor() ([]byte, []int) {
-	return file_v1_nodework_proto_rawDescGZIP(), []int{22}
+	return file_v1_nodework_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *NoopStatus) GetStepsDone() uint32 {
@@ -2299,7 +2412,7 @@ type RecreateStatus struct {
 
 func (x *RecreateStatus) Reset() {
 	*x = RecreateStatus{}
-	mi := &file_v1_nodework_proto_msgTypes[23]
+	mi := &file_v1_nodework_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2311,7 +2424,7 @@ func (x *RecreateStatus) String() string {
 func (*RecreateStatus) ProtoMessage() {}
 
 func (x *RecreateStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_nodework_proto_msgTypes[23]
+	mi := &file_v1_nodework_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2324,7 +2437,7 @@ func (x *RecreateStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecreateStatus.ProtoReflect.Descriptor instead.
 func (*RecreateStatus) Descriptor() ([]byte, []int) {
-	return file_v1_nodework_proto_rawDescGZIP(), []int{23}
+	return file_v1_nodework_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RecreateStatus) GetContainers() []*RecreateContainerState {
@@ -2363,7 +2476,7 @@ type RecreateContainerState struct {
 
 func (x *RecreateContainerState) Reset() {
 	*x = RecreateContainerState{}
-	mi := &file_v1_nodework_proto_msgTypes[24]
+	mi := &file_v1_nodework_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2375,7 +2488,7 @@ func (x *RecreateContainerState) String() string {
 func (*RecreateContainerState) ProtoMessage() {}
 
 func (x *RecreateContainerState) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_nodework_proto_msgTypes[24]
+	mi := &file_v1_nodework_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2388,7 +2501,7 @@ func (x *RecreateContainerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecreateContainerState.ProtoReflect.Descriptor instead.
 func (*RecreateContainerState) Descriptor() ([]byte, []int) {
-	return file_v1_nodework_proto_rawDescGZIP(), []int{24}
+	return file_v1_nodework_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RecreateContainerState) GetName() string {
@@ -2492,7 +2605,7 @@ type PullSpec struct {
 
 func (x *PullSpec) Reset() {
 	*x = PullSpec{}
-	mi := &file_v1_nodework_proto_msgTypes[25]
+	mi := &file_v1_nodework_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2504,7 +2617,7 @@ func (x *PullSpec) String() string {
 func (*PullSpec) ProtoMessage() {}
 
 func (x *PullSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_nodework_proto_msgTypes[25]
+	mi := &file_v1_nodework_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2517,7 +2630,7 @@ func (x *PullSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullSpec.ProtoReflect.Descriptor instead.
 func (*PullSpec) Descriptor() ([]byte, []int) {
-	return file_v1_nodework_proto_rawDescGZIP(), []int{25}
+	return file_v1_nodework_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PullSpec) GetImage() string {
@@ -2597,7 +2710,7 @@ type RegistryAuth struct {
 
 func (x *RegistryAuth) Reset() {
 	*x = RegistryAuth{}
-	mi := &file_v1_nodework_proto_msgTypes[26]
+	mi := &file_v1_nodework_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2609,7 +2722,7 @@ func (x *RegistryAuth) String() string {
 func (*RegistryAuth) ProtoMessage() {}
 
 func (x *RegistryAuth) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_nodework_proto_msgTypes[26]
+	mi := &file_v1_nodework_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2622,7 +2735,7 @@ func (x *RegistryAuth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegistryAuth.ProtoReflect.Descriptor instead.
 func (*RegistryAuth) Descriptor() ([]byte, []int) {
-	return file_v1_nodework_proto_rawDescGZIP(), []int{26}
+	return file_v1_nodework_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RegistryAuth) GetServer() string {
@@ -2693,7 +2806,7 @@ type PullStatus struct {
 
 func (x *PullStatus) Reset() {
 	*x = PullStatus{}
-	mi := &file_v1_nodework_proto_msgTypes[27]
+	mi := &file_v1_nodework_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2705,7 +2818,7 @@ func (x *PullStatus) String() string {
 func (*PullStatus) ProtoMessage() {}
 
 func (x *PullStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_nodework_proto_msgTypes[27]
+	mi := &file_v1_nodework_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2718,7 +2831,7 @@ func (x *PullStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullStatus.ProtoReflect.Descriptor instead.
 func (*PullStatus) Descriptor() ([]byte, []int) {
-	return file_v1_nodework_proto_rawDescGZIP(), []int{27}
+	return file_v1_nodework_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PullStatus) GetAttempts() uint32 {
@@ -2816,7 +2929,7 @@ type SidecarTerminateSpec struct {
 
 func (x *SidecarTerminateSpec) Reset() {
 	*x = SidecarTerminateSpec{}
-	mi := &file_v1_nodework_proto_msgTypes[28]
+	mi := &file_v1_nodework_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2828,7 +2941,7 @@ func (x *SidecarTerminateSpec) String() string {
 func (*SidecarTerminateSpec) ProtoMessage() {}
 
 func (x *SidecarTerminateSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_nodework_proto_msgTypes[28]
+	mi := &file_v1_nodework_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2841,7 +2954,7 @@ func (x *SidecarTerminateSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SidecarTerminateSpec.ProtoReflect.Descriptor instead.
 func (*SidecarTerminateSpec) Descriptor() ([]byte, []int) {
-	return file_v1_nodework_proto_rawDescGZIP(), []int{28}
+	return file_v1_nodework_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SidecarTerminateSpec) GetPodNamespace() string {
@@ -2933,7 +3046,7 @@ type SidecarTerminateStatus struct {
 
 func (x *SidecarTerminateStatus) Reset() {
 	*x = SidecarTerminateStatus{}
-	mi := &file_v1_nodework_proto_msgTypes[29]
+	mi := &file_v1_nodework_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2945,7 +3058,7 @@ func (x *SidecarTerminateStatus) String() string {
 func (*SidecarTerminateStatus) ProtoMessage() {}
 
 func (x *SidecarTerminateStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_nodework_proto_msgTypes[29]
+	mi := &file_v1_nodework_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2958,7 +3071,7 @@ func (x *SidecarTerminateStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SidecarTerminateStatus.ProtoReflect.Descriptor instead.
 func (*SidecarTerminateStatus) Descriptor() ([]byte, []int) {
-	return file_v1_nodework_proto_rawDescGZIP(), []int{29}
+	return file_v1_nodework_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SidecarTerminateStatus) GetPodUid() string {
@@ -3034,7 +3147,7 @@ type SidecarTerminateContainerState struct {
 
 func (x *SidecarTerminateContainerState) Reset() {
 	*x = SidecarTerminateContainerState{}
-	mi := &file_v1_nodework_proto_msgTypes[30]
+	mi := &file_v1_nodework_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3046,7 +3159,7 @@ func (x *SidecarTerminateContainerState) String() string {
 func (*SidecarTerminateContainerState) ProtoMessage() {}
 
 func (x *SidecarTerminateContainerState) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_nodework_proto_msgTypes[30]
+	mi := &file_v1_nodework_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3059,7 +3172,7 @@ func (x *SidecarTerminateContainerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SidecarTerminateContainerState.ProtoReflect.Descriptor instead.
 func (*SidecarTerminateContainerState) Descriptor() ([]byte, []int) {
-	return file_v1_nodework_proto_rawDescGZIP(), []int{30}
+	return file_v1_nodework_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SidecarTerminateContainerState) GetName() string {
@@ -3147,7 +3260,7 @@ type ProbeSpec struct {
 
 func (x *ProbeSpec) Reset() {
 	*x = ProbeSpec{}
-	mi := &file_v1_nodework_proto_msgTypes[31]
+	mi := &file_v1_nodework_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3159,7 +3272,7 @@ func (x *ProbeSpec) String() string {
 func (*ProbeSpec) ProtoMessage() {}
 
 func (x *ProbeSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_nodework_proto_msgTypes[31]
+	mi := &file_v1_nodework_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3172,7 +3285,7 @@ func (x *ProbeSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProbeSpec.ProtoReflect.Descriptor instead.
 func (*ProbeSpec) Descriptor() ([]byte, []int) {
-	return file_v1_nodework_proto_rawDescGZIP(), []int{31}
+	return file_v1_nodework_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ProbeSpec) GetPodUid() string {
@@ -3227,7 +3340,7 @@ type PodProbe struct {
 
 func (x *PodProbe) Reset() {
 	*x = PodProbe{}
-	mi := &file_v1_nodework_proto_msgTypes[32]
+	mi := &file_v1_nodework_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3239,7 +3352,7 @@ func (x *PodProbe) String() string {
 func (*PodProbe) ProtoMessage() {}
 
 func (x *PodProbe) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_nodework_proto_msgTypes[32]
+	mi := &file_v1_nodework_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3252,7 +3365,7 @@ func (x *PodProbe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodProbe.ProtoReflect.Descriptor instead.
 func (*PodProbe) Descriptor() ([]byte, []int) {
-	return file_v1_nodework_proto_rawDescGZIP(), []int{32}
+	return file_v1_nodework_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *PodProbe) GetName() string {
@@ -3290,7 +3403,7 @@ type ProbeStatus struct {
 
 func (x *ProbeStatus) Reset() {
 	*x = ProbeStatus{}
-	mi := &file_v1_nodework_proto_msgTypes[33]
+	mi := &file_v1_nodework_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3302,7 +3415,7 @@ func (x *ProbeStatus) String() string {
 func (*ProbeStatus) ProtoMessage() {}
 
 func (x *ProbeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_nodework_proto_msgTypes[33]
+	mi := &file_v1_nodework_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3315,7 +3428,7 @@ func (x *ProbeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProbeStatus.ProtoReflect.Descriptor instead.
 func (*ProbeStatus) Descriptor() ([]byte, []int) {
-	return file_v1_nodework_proto_rawDescGZIP(), []int{33}
+	return file_v1_nodework_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ProbeStatus) GetPodUid() string {
@@ -3353,7 +3466,7 @@ type ProbeResult struct {
 
 func (x *ProbeResult) Reset() {
 	*x = ProbeResult{}
-	mi := &file_v1_nodework_proto_msgTypes[34]
+	mi := &file_v1_nodework_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3365,7 +3478,7 @@ func (x *ProbeResult) String() string {
 func (*ProbeResult) ProtoMessage() {}
 
 func (x *ProbeResult) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_nodework_proto_msgTypes[34]
+	mi := &file_v1_nodework_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3378,7 +3491,7 @@ func (x *ProbeResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProbeResult.ProtoReflect.Descriptor instead.
 func (*ProbeResult) Descriptor() ([]byte, []int) {
-	return file_v1_nodework_proto_rawDescGZIP(), []int{34}
+	return file_v1_nodework_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ProbeResult) GetName() string {
@@ -3420,7 +3533,13 @@ var File_v1_nodework_proto protoreflect.FileDescriptor
 
 const file_v1_nodework_proto_rawDesc = "" +
 	"\n" +
-	"\x11v1/nodework.proto\x12\x11shoal.nodework.v1\"S\n" +
+	"\x11v1/nodework.proto\x12\x11shoal.nodework.v1\"G\n" +
+	"\x16PeerCertificateRequest\x12\x10\n" +
+	"\x03csr\x18\x01 \x01(\fR\x03csr\x12\x1b\n" +
+	"\tnode_name\x18\x02 \x01(\tR\bnodeName\"i\n" +
+	"\x17PeerCertificateResponse\x12+\n" +
+	"\x11certificate_chain\x18\x01 \x01(\fR\x10certificateChain\x12!\n" +
+	"\ftrust_bundle\x18\x02 \x01(\fR\vtrustBundle\"S\n" +
 	"\x13AccessReviewRequest\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x12\n" +
 	"\x04verb\x18\x02 \x01(\tR\x04verb\x12\x12\n" +
@@ -3686,10 +3805,11 @@ const file_v1_nodework_proto_rawDesc = "" +
 	"ProbeState\x12\x1b\n" +
 	"\x17PROBE_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15PROBE_STATE_SUCCEEDED\x10\x01\x12\x16\n" +
-	"\x12PROBE_STATE_FAILED\x10\x022\xc2\x01\n" +
+	"\x12PROBE_STATE_FAILED\x10\x022\xb1\x02\n" +
 	"\bNodeWork\x12U\n" +
 	"\aConnect\x12\x1f.shoal.nodework.v1.AgentMessage\x1a%.shoal.nodework.v1.CoordinatorMessage(\x010\x01\x12_\n" +
-	"\fReviewAccess\x12&.shoal.nodework.v1.AccessReviewRequest\x1a'.shoal.nodework.v1.AccessReviewResponseB;Z9github.com/shoal-io/shoal/protocol/nodework/v1;nodeworkv1b\x06proto3"
+	"\fReviewAccess\x12&.shoal.nodework.v1.AccessReviewRequest\x1a'.shoal.nodework.v1.AccessReviewResponse\x12m\n" +
+	"\x14IssuePeerCertificate\x12).shoal.nodework.v1.PeerCertificateRequest\x1a*.shoal.nodework.v1.PeerCertificateResponseB;Z9github.com/shoal-io/shoal/protocol/nodework/v1;nodeworkv1b\x06proto3"
 
 var (
 	file_v1_nodework_proto_rawDescOnce sync.Once
@@ -3704,102 +3824,106 @@ func file_v1_nodework_proto_rawDescGZIP() []byte {
 }
 
 var file_v1_nodework_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_v1_nodework_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_v1_nodework_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_v1_nodework_proto_goTypes = []any{
 	(Phase)(0),                             // 0: shoal.nodework.v1.Phase
 	(RecreatePhase)(0),                     // 1: shoal.nodework.v1.RecreatePhase
 	(JobRestartPolicy)(0),                  // 2: shoal.nodework.v1.JobRestartPolicy
 	(SidecarTerminateStage)(0),             // 3: shoal.nodework.v1.SidecarTerminateStage
 	(ProbeState)(0),                        // 4: shoal.nodework.v1.ProbeState
-	(*AccessReviewRequest)(nil),            // 5: shoal.nodework.v1.AccessReviewRequest
-	(*AccessReviewResponse)(nil),           // 6: shoal.nodework.v1.AccessReviewResponse
-	(*AgentMessage)(nil),                   // 7: shoal.nodework.v1.AgentMessage
-	(*CoordinatorMessage)(nil),             // 8: shoal.nodework.v1.CoordinatorMessage
-	(*Hello)(nil),                          // 9: shoal.nodework.v1.Hello
-	(*Capabilities)(nil),                   // 10: shoal.nodework.v1.Capabilities
-	(*Welcome)(nil),                        // 11: shoal.nodework.v1.Welcome
-	(*Peers)(nil),                          // 12: shoal.nodework.v1.Peers
-	(*Peer)(nil),                           // 13: shoal.nodework.v1.Peer
-	(*WorkRef)(nil),                        // 14: shoal.nodework.v1.WorkRef
-	(*WorkSync)(nil),                       // 15: shoal.nodework.v1.WorkSync
-	(*WorkRemove)(nil),                     // 16: shoal.nodework.v1.WorkRemove
-	(*WorkItem)(nil),                       // 17: shoal.nodework.v1.WorkItem
-	(*NoopSpec)(nil),                       // 18: shoal.nodework.v1.NoopSpec
-	(*RecreateSpec)(nil),                   // 19: shoal.nodework.v1.RecreateSpec
-	(*RecreateContainer)(nil),              // 20: shoal.nodework.v1.RecreateContainer
-	(*PreStopHook)(nil),                    // 21: shoal.nodework.v1.PreStopHook
-	(*ExecAction)(nil),                     // 22: shoal.nodework.v1.ExecAction
-	(*HTTPGetAction)(nil),                  // 23: shoal.nodework.v1.HTTPGetAction
-	(*HTTPHeader)(nil),                     // 24: shoal.nodework.v1.HTTPHeader
-	(*SleepAction)(nil),                    // 25: shoal.nodework.v1.SleepAction
-	(*WorkReport)(nil),                     // 26: shoal.nodework.v1.WorkReport
-	(*NoopStatus)(nil),                     // 27: shoal.nodework.v1.NoopStatus
-	(*RecreateStatus)(nil),                 // 28: shoal.nodework.v1.RecreateStatus
-	(*RecreateContainerState)(nil),         // 29: shoal.nodework.v1.RecreateContainerState
-	(*PullSpec)(nil),                       // 30: shoal.nodework.v1.PullSpec
-	(*RegistryAuth)(nil),                   // 31: shoal.nodework.v1.RegistryAuth
-	(*PullStatus)(nil),                     // 32: shoal.nodework.v1.PullStatus
-	(*SidecarTerminateSpec)(nil),           // 33: shoal.nodework.v1.SidecarTerminateSpec
-	(*SidecarTerminateStatus)(nil),         // 34: shoal.nodework.v1.SidecarTerminateStatus
-	(*SidecarTerminateContainerState)(nil), // 35: shoal.nodework.v1.SidecarTerminateContainerState
-	(*ProbeSpec)(nil),                      // 36: shoal.nodework.v1.ProbeSpec
-	(*PodProbe)(nil),                       // 37: shoal.nodework.v1.PodProbe
-	(*ProbeStatus)(nil),                    // 38: shoal.nodework.v1.ProbeStatus
-	(*ProbeResult)(nil),                    // 39: shoal.nodework.v1.ProbeResult
-	nil,                                    // 40: shoal.nodework.v1.RecreateContainer.ExpectedEnvEntry
-	nil,                                    // 41: shoal.nodework.v1.PullSpec.SandboxLabelsEntry
-	nil,                                    // 42: shoal.nodework.v1.PullSpec.SandboxAnnotationsEntry
+	(*PeerCertificateRequest)(nil),         // 5: shoal.nodework.v1.PeerCertificateRequest
+	(*PeerCertificateResponse)(nil),        // 6: shoal.nodework.v1.PeerCertificateResponse
+	(*AccessReviewRequest)(nil),            // 7: shoal.nodework.v1.AccessReviewRequest
+	(*AccessReviewResponse)(nil),           // 8: shoal.nodework.v1.AccessReviewResponse
+	(*AgentMessage)(nil),                   // 9: shoal.nodework.v1.AgentMessage
+	(*CoordinatorMessage)(nil),             // 10: shoal.nodework.v1.CoordinatorMessage
+	(*Hello)(nil),                          // 11: shoal.nodework.v1.Hello
+	(*Capabilities)(nil),                   // 12: shoal.nodework.v1.Capabilities
+	(*Welcome)(nil),                        // 13: shoal.nodework.v1.Welcome
+	(*Peers)(nil),                          // 14: shoal.nodework.v1.Peers
+	(*Peer)(nil),                           // 15: shoal.nodework.v1.Peer
+	(*WorkRef)(nil),                        // 16: shoal.nodework.v1.WorkRef
+	(*WorkSync)(nil),                       // 17: shoal.nodework.v1.WorkSync
+	(*WorkRemove)(nil),                     // 18: shoal.nodework.v1.WorkRemove
+	(*WorkItem)(nil),                       // 19: shoal.nodework.v1.WorkItem
+	(*NoopSpec)(nil),                       // 20: shoal.nodework.v1.NoopSpec
+	(*RecreateSpec)(nil),                   // 21: shoal.nodework.v1.RecreateSpec
+	(*RecreateContainer)(nil),              // 22: shoal.nodework.v1.RecreateContainer
+	(*PreStopHook)(nil),                    // 23: shoal.nodework.v1.PreStopHook
+	(*ExecAction)(nil),                     // 24: shoal.nodework.v1.ExecAction
+	(*HTTPGetAction)(nil),                  // 25: shoal.nodework.v1.HTTPGetAction
+	(*HTTPHeader)(nil),                     // 26: shoal.nodework.v1.HTTPHeader
+	(*SleepAction)(nil),                    // 27: shoal.nodework.v1.SleepAction
+	(*WorkReport)(nil),                     // 28: shoal.nodework.v1.WorkReport
+	(*NoopStatus)(nil),                     // 29: shoal.nodework.v1.NoopStatus
+	(*RecreateStatus)(nil),                 // 30: shoal.nodework.v1.RecreateStatus
+	(*RecreateContainerState)(nil),         // 31: shoal.nodework.v1.RecreateContainerState
+	(*PullSpec)(nil),                       // 32: shoal.nodework.v1.PullSpec
+	(*RegistryAuth)(nil),                   // 33: shoal.nodework.v1.RegistryAuth
+	(*PullStatus)(nil),                     // 34: shoal.nodework.v1.PullStatus
+	(*SidecarTerminateSpec)(nil),           // 35: shoal.nodework.v1.SidecarTerminateSpec
+	(*SidecarTerminateStatus)(nil),         // 36: shoal.nodework.v1.SidecarTerminateStatus
+	(*SidecarTerminateContainerState)(nil), // 37: shoal.nodework.v1.SidecarTerminateContainerState
+	(*ProbeSpec)(nil),                      // 38: shoal.nodework.v1.ProbeSpec
+	(*PodProbe)(nil),                       // 39: shoal.nodework.v1.PodProbe
+	(*ProbeStatus)(nil),                    // 40: shoal.nodework.v1.ProbeStatus
+	(*ProbeResult)(nil),                    // 41: shoal.nodework.v1.ProbeResult
+	nil,                                    // 42: shoal.nodework.v1.RecreateContainer.ExpectedEnvEntry
+	nil,                                    // 43: shoal.nodework.v1.PullSpec.SandboxLabelsEntry
+	nil,                                    // 44: shoal.nodework.v1.PullSpec.SandboxAnnotationsEntry
 }
 var file_v1_nodework_proto_depIdxs = []int32{
-	9,  // 0: shoal.nodework.v1.AgentMessage.hello:type_name -> shoal.nodework.v1.Hello
-	26, // 1: shoal.nodework.v1.AgentMessage.report:type_name -> shoal.nodework.v1.WorkReport
-	11, // 2: shoal.nodework.v1.CoordinatorMessage.welcome:type_name -> shoal.nodework.v1.Welcome
-	15, // 3: shoal.nodework.v1.CoordinatorMessage.sync:type_name -> shoal.nodework.v1.WorkSync
-	17, // 4: shoal.nodework.v1.CoordinatorMessage.upsert:type_name -> shoal.nodework.v1.WorkItem
-	16, // 5: shoal.nodework.v1.CoordinatorMessage.remove:type_name -> shoal.nodework.v1.WorkRemove
-	12, // 6: shoal.nodework.v1.CoordinatorMessage.peers:type_name -> shoal.nodework.v1.Peers
-	10, // 7: shoal.nodework.v1.Hello.capabilities:type_name -> shoal.nodework.v1.Capabilities
-	14, // 8: shoal.nodework.v1.Hello.held:type_name -> shoal.nodework.v1.WorkRef
-	12, // 9: shoal.nodework.v1.Welcome.peers:type_name -> shoal.nodework.v1.Peers
-	13, // 10: shoal.nodework.v1.Peers.peers:type_name -> shoal.nodework.v1.Peer
+	11, // 0: shoal.nodework.v1.AgentMessage.hello:type_name -> shoal.nodework.v1.Hello
+	28, // 1: shoal.nodework.v1.AgentMessage.report:type_name -> shoal.nodework.v1.WorkReport
+	13, // 2: shoal.nodework.v1.CoordinatorMessage.welcome:type_name -> shoal.nodework.v1.Welcome
+	17, // 3: shoal.nodework.v1.CoordinatorMessage.sync:type_name -> shoal.nodework.v1.WorkSync
+	19, // 4: shoal.nodework.v1.CoordinatorMessage.upsert:type_name -> shoal.nodework.v1.WorkItem
+	18, // 5: shoal.nodework.v1.CoordinatorMessage.remove:type_name -> shoal.nodework.v1.WorkRemove
+	14, // 6: shoal.nodework.v1.CoordinatorMessage.peers:type_name -> shoal.nodework.v1.Peers
+	12, // 7: shoal.nodework.v1.Hello.capabilities:type_name -> shoal.nodework.v1.Capabilities
+	16, // 8: shoal.nodework.v1.Hello.held:type_name -> shoal.nodework.v1.WorkRef
+	14, // 9: shoal.nodework.v1.Welcome.peers:type_name -> shoal.nodework.v1.Peers
+	15, // 10: shoal.nodework.v1.Peers.peers:type_name -> shoal.nodework.v1.Peer
 	0,  // 11: shoal.nodework.v1.WorkRef.phase:type_name -> shoal.nodework.v1.Phase
-	17, // 12: shoal.nodework.v1.WorkSync.items:type_name -> shoal.nodework.v1.WorkItem
-	18, // 13: shoal.nodework.v1.WorkItem.noop:type_name -> shoal.nodework.v1.NoopSpec
-	19, // 14: shoal.nodework.v1.WorkItem.recreate:type_name -> shoal.nodework.v1.RecreateSpec
-	30, // 15: shoal.nodework.v1.WorkItem.pull:type_name -> shoal.nodework.v1.PullSpec
-	33, // 16: shoal.nodework.v1.WorkItem.sidecar_terminate:type_name -> shoal.nodework.v1.SidecarTerminateSpec
-	36, // 17: shoal.nodework.v1.WorkItem.probe:type_name -> shoal.nodework.v1.ProbeSpec
-	20, // 18: shoal.nodework.v1.RecreateSpec.containers:type_name -> shoal.nodework.v1.RecreateContainer
-	21, // 19: shoal.nodework.v1.RecreateContainer.pre_stop:type_name -> shoal.nodework.v1.PreStopHook
-	40, // 20: shoal.nodework.v1.RecreateContainer.expected_env:type_name -> shoal.nodework.v1.RecreateContainer.ExpectedEnvEntry
-	22, // 21: shoal.nodework.v1.PreStopHook.exec:type_name -> shoal.nodework.v1.ExecAction
-	23, // 22: shoal.nodework.v1.PreStopHook.http_get:type_name -> shoal.nodework.v1.HTTPGetAction
-	25, // 23: shoal.nodework.v1.PreStopHook.sleep:type_name -> shoal.nodework.v1.SleepAction
-	24, // 24: shoal.nodework.v1.HTTPGetAction.headers:type_name -> shoal.nodework.v1.HTTPHeader
+	19, // 12: shoal.nodework.v1.WorkSync.items:type_name -> shoal.nodework.v1.WorkItem
+	20, // 13: shoal.nodework.v1.WorkItem.noop:type_name -> shoal.nodework.v1.NoopSpec
+	21, // 14: shoal.nodework.v1.WorkItem.recreate:type_name -> shoal.nodework.v1.RecreateSpec
+	32, // 15: shoal.nodework.v1.WorkItem.pull:type_name -> shoal.nodework.v1.PullSpec
+	35, // 16: shoal.nodework.v1.WorkItem.sidecar_terminate:type_name -> shoal.nodework.v1.SidecarTerminateSpec
+	38, // 17: shoal.nodework.v1.WorkItem.probe:type_name -> shoal.nodework.v1.ProbeSpec
+	22, // 18: shoal.nodework.v1.RecreateSpec.containers:type_name -> shoal.nodework.v1.RecreateContainer
+	23, // 19: shoal.nodework.v1.RecreateContainer.pre_stop:type_name -> shoal.nodework.v1.PreStopHook
+	42, // 20: shoal.nodework.v1.RecreateContainer.expected_env:type_name -> shoal.nodework.v1.RecreateContainer.ExpectedEnvEntry
+	24, // 21: shoal.nodework.v1.PreStopHook.exec:type_name -> shoal.nodework.v1.ExecAction
+	25, // 22: shoal.nodework.v1.PreStopHook.http_get:type_name -> shoal.nodework.v1.HTTPGetAction
+	27, // 23: shoal.nodework.v1.PreStopHook.sleep:type_name -> shoal.nodework.v1.SleepAction
+	26, // 24: shoal.nodework.v1.HTTPGetAction.headers:type_name -> shoal.nodework.v1.HTTPHeader
 	0,  // 25: shoal.nodework.v1.WorkReport.phase:type_name -> shoal.nodework.v1.Phase
-	27, // 26: shoal.nodework.v1.WorkReport.noop:type_name -> shoal.nodework.v1.NoopStatus
-	28, // 27: shoal.nodework.v1.WorkReport.recreate:type_name -> shoal.nodework.v1.RecreateStatus
-	32, // 28: shoal.nodework.v1.WorkReport.pull:type_name -> shoal.nodework.v1.PullStatus
-	34, // 29: shoal.nodework.v1.WorkReport.sidecar_terminate:type_name -> shoal.nodework.v1.SidecarTerminateStatus
-	38, // 30: shoal.nodework.v1.WorkReport.probe:type_name -> shoal.nodework.v1.ProbeStatus
-	29, // 31: shoal.nodework.v1.RecreateStatus.containers:type_name -> shoal.nodework.v1.RecreateContainerState
+	29, // 26: shoal.nodework.v1.WorkReport.noop:type_name -> shoal.nodework.v1.NoopStatus
+	30, // 27: shoal.nodework.v1.WorkReport.recreate:type_name -> shoal.nodework.v1.RecreateStatus
+	34, // 28: shoal.nodework.v1.WorkReport.pull:type_name -> shoal.nodework.v1.PullStatus
+	36, // 29: shoal.nodework.v1.WorkReport.sidecar_terminate:type_name -> shoal.nodework.v1.SidecarTerminateStatus
+	40, // 30: shoal.nodework.v1.WorkReport.probe:type_name -> shoal.nodework.v1.ProbeStatus
+	31, // 31: shoal.nodework.v1.RecreateStatus.containers:type_name -> shoal.nodework.v1.RecreateContainerState
 	1,  // 32: shoal.nodework.v1.RecreateContainerState.phase:type_name -> shoal.nodework.v1.RecreatePhase
-	31, // 33: shoal.nodework.v1.PullSpec.auths:type_name -> shoal.nodework.v1.RegistryAuth
-	41, // 34: shoal.nodework.v1.PullSpec.sandbox_labels:type_name -> shoal.nodework.v1.PullSpec.SandboxLabelsEntry
-	42, // 35: shoal.nodework.v1.PullSpec.sandbox_annotations:type_name -> shoal.nodework.v1.PullSpec.SandboxAnnotationsEntry
+	33, // 33: shoal.nodework.v1.PullSpec.auths:type_name -> shoal.nodework.v1.RegistryAuth
+	43, // 34: shoal.nodework.v1.PullSpec.sandbox_labels:type_name -> shoal.nodework.v1.PullSpec.SandboxLabelsEntry
+	44, // 35: shoal.nodework.v1.PullSpec.sandbox_annotations:type_name -> shoal.nodework.v1.PullSpec.SandboxAnnotationsEntry
 	2,  // 36: shoal.nodework.v1.SidecarTerminateSpec.restart_policy:type_name -> shoal.nodework.v1.JobRestartPolicy
 	3,  // 37: shoal.nodework.v1.SidecarTerminateStatus.stage:type_name -> shoal.nodework.v1.SidecarTerminateStage
-	35, // 38: shoal.nodework.v1.SidecarTerminateStatus.mains:type_name -> shoal.nodework.v1.SidecarTerminateContainerState
-	35, // 39: shoal.nodework.v1.SidecarTerminateStatus.sidecars:type_name -> shoal.nodework.v1.SidecarTerminateContainerState
-	37, // 40: shoal.nodework.v1.ProbeSpec.probes:type_name -> shoal.nodework.v1.PodProbe
-	39, // 41: shoal.nodework.v1.ProbeStatus.probes:type_name -> shoal.nodework.v1.ProbeResult
+	37, // 38: shoal.nodework.v1.SidecarTerminateStatus.mains:type_name -> shoal.nodework.v1.SidecarTerminateContainerState
+	37, // 39: shoal.nodework.v1.SidecarTerminateStatus.sidecars:type_name -> shoal.nodework.v1.SidecarTerminateContainerState
+	39, // 40: shoal.nodework.v1.ProbeSpec.probes:type_name -> shoal.nodework.v1.PodProbe
+	41, // 41: shoal.nodework.v1.ProbeStatus.probes:type_name -> shoal.nodework.v1.ProbeResult
 	4,  // 42: shoal.nodework.v1.ProbeResult.state:type_name -> shoal.nodework.v1.ProbeState
-	7,  // 43: shoal.nodework.v1.NodeWork.Connect:input_type -> shoal.nodework.v1.AgentMessage
-	5,  // 44: shoal.nodework.v1.NodeWork.ReviewAccess:input_type -> shoal.nodework.v1.AccessReviewRequest
-	8,  // 45: shoal.nodework.v1.NodeWork.Connect:output_type -> shoal.nodework.v1.CoordinatorMessage
-	6,  // 46: shoal.nodework.v1.NodeWork.ReviewAccess:output_type -> shoal.nodework.v1.AccessReviewResponse
-	45, // [45:47] is the sub-list for method output_type
-	43, // [43:45] is the sub-list for method input_type
+	9,  // 43: shoal.nodework.v1.NodeWork.Connect:input_type -> shoal.nodework.v1.AgentMessage
+	7,  // 44: shoal.nodework.v1.NodeWork.ReviewAccess:input_type -> shoal.nodework.v1.AccessReviewRequest
+	5,  // 45: shoal.nodework.v1.NodeWork.IssuePeerCertificate:input_type -> shoal.nodework.v1.PeerCertificateRequest
+	10, // 46: shoal.nodework.v1.NodeWork.Connect:output_type -> shoal.nodework.v1.CoordinatorMessage
+	8,  // 47: shoal.nodework.v1.NodeWork.ReviewAccess:output_type -> shoal.nodework.v1.AccessReviewResponse
+	6,  // 48: shoal.nodework.v1.NodeWork.IssuePeerCertificate:output_type -> shoal.nodework.v1.PeerCertificateResponse
+	46, // [46:49] is the sub-list for method output_type
+	43, // [43:46] is the sub-list for method input_type
 	43, // [43:43] is the sub-list for extension type_name
 	43, // [43:43] is the sub-list for extension extendee
 	0,  // [0:43] is the sub-list for field type_name
@@ -3810,30 +3934,30 @@ func file_v1_nodework_proto_init() {
 	if File_v1_nodework_proto != nil {
 		return
 	}
-	file_v1_nodework_proto_msgTypes[2].OneofWrappers = []any{
+	file_v1_nodework_proto_msgTypes[4].OneofWrappers = []any{
 		(*AgentMessage_Hello)(nil),
 		(*AgentMessage_Report)(nil),
 	}
-	file_v1_nodework_proto_msgTypes[3].OneofWrappers = []any{
+	file_v1_nodework_proto_msgTypes[5].OneofWrappers = []any{
 		(*CoordinatorMessage_Welcome)(nil),
 		(*CoordinatorMessage_Sync)(nil),
 		(*CoordinatorMessage_Upsert)(nil),
 		(*CoordinatorMessage_Remove)(nil),
 		(*CoordinatorMessage_Peers)(nil),
 	}
-	file_v1_nodework_proto_msgTypes[12].OneofWrappers = []any{
+	file_v1_nodework_proto_msgTypes[14].OneofWrappers = []any{
 		(*WorkItem_Noop)(nil),
 		(*WorkItem_Recreate)(nil),
 		(*WorkItem_Pull)(nil),
 		(*WorkItem_SidecarTerminate)(nil),
 		(*WorkItem_Probe)(nil),
 	}
-	file_v1_nodework_proto_msgTypes[16].OneofWrappers = []any{
+	file_v1_nodework_proto_msgTypes[18].OneofWrappers = []any{
 		(*PreStopHook_Exec)(nil),
 		(*PreStopHook_HttpGet)(nil),
 		(*PreStopHook_Sleep)(nil),
 	}
-	file_v1_nodework_proto_msgTypes[21].OneofWrappers = []any{
+	file_v1_nodework_proto_msgTypes[23].OneofWrappers = []any{
 		(*WorkReport_Noop)(nil),
 		(*WorkReport_Recreate)(nil),
 		(*WorkReport_Pull)(nil),
@@ -3846,7 +3970,7 @@ func file_v1_nodework_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_v1_nodework_proto_rawDesc), len(file_v1_nodework_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   38,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -30,8 +30,9 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	NodeWork_Connect_FullMethodName      = "/shoal.nodework.v1.NodeWork/Connect"
-	NodeWork_ReviewAccess_FullMethodName = "/shoal.nodework.v1.NodeWork/ReviewAccess"
+	NodeWork_Connect_FullMethodName              = "/shoal.nodework.v1.NodeWork/Connect"
+	NodeWork_ReviewAccess_FullMethodName         = "/shoal.nodework.v1.NodeWork/ReviewAccess"
+	NodeWork_IssuePeerCertificate_FullMethodName = "/shoal.nodework.v1.NodeWork/IssuePeerCertificate"
 )
 
 // NodeWorkClient is the client API for NodeWork service.
@@ -51,6 +52,13 @@ type NodeWorkClient interface {
 	// agent has no Kubernetes API access of its own, so it asks the
 	// coordinator; it authenticates as for Connect. Any replica answers.
 	ReviewAccess(ctx context.Context, in *AccessReviewRequest, opts ...grpc.CallOption) (*AccessReviewResponse, error)
+	// IssuePeerCertificate signs the agent's peer certificate: the TLS
+	// identity its peers require to read blobs from it and to call its
+	// tracker. The certificate names the node the agent's token is bound to,
+	// whatever the request says, and is short-lived; the agent renews it
+	// before it expires. It authenticates as for Connect. Any replica
+	// answers.
+	IssuePeerCertificate(ctx context.Context, in *PeerCertificateRequest, opts ...grpc.CallOption) (*PeerCertificateResponse, error)
 }
 
 type nodeWorkClient struct {
@@ -84,6 +92,16 @@ func (c *nodeWorkClient) ReviewAccess(ctx context.Context, in *AccessReviewReque
 	return out, nil
 }
 
+func (c *nodeWorkClient) IssuePeerCertificate(ctx context.Context, in *PeerCertificateRequest, opts ...grpc.CallOption) (*PeerCertificateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PeerCertificateResponse)
+	err := c.cc.Invoke(ctx, NodeWork_IssuePeerCertificate_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NodeWorkServer is the server API for NodeWork service.
 // All implementations must embed UnimplementedNodeWorkServer
 // for forward compatibility.
@@ -101,6 +119,13 @@ type NodeWorkServer interface {
 	// agent has no Kubernetes API access of its own, so it asks the
 	// coordinator; it authenticates as for Connect. Any replica answers.
 	ReviewAccess(context.Context, *AccessReviewRequest) (*AccessReviewResponse, error)
+	// IssuePeerCertificate signs the agent's peer certificate: the TLS
+	// identity its peers require to read blobs from it and to call its
+	// tracker. The certificate names the node the agent's token is bound to,
+	// whatever the request says, and is short-lived; the agent renews it
+	// before it expires. It authenticates as for Connect. Any replica
+	// answers.
+	IssuePeerCertificate(context.Context, *PeerCertificateRequest) (*PeerCertificateResponse, error)
 	mustEmbedUnimplementedNodeWorkServer()
 }
 
@@ -116,6 +141,9 @@ func (UnimplementedNodeWorkServer) Connect(grpc.BidiStreamingServer[AgentMessage
 }
 func (UnimplementedNodeWorkServer) ReviewAccess(context.Context, *AccessReviewRequest) (*AccessReviewResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReviewAccess not implemented")
+}
+func (UnimplementedNodeWorkServer) IssuePeerCertificate(context.Context, *PeerCertificateRequest) (*PeerCertificateResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method IssuePeerCertificate not implemented")
 }
 func (UnimplementedNodeWorkServer) mustEmbedUnimplementedNodeWorkServer() {}
 func (UnimplementedNodeWorkServer) testEmbeddedByValue()                  {}
@@ -163,6 +191,24 @@ func _NodeWork_ReviewAccess_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _NodeWork_IssuePeerCertificate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PeerCertificateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeWorkServer).IssuePeerCertificate(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeWork_IssuePeerCertificate_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeWorkServer).IssuePeerCertificate(ctx, req.(*PeerCertificateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // NodeWork_ServiceDesc is the grpc.ServiceDesc for NodeWork service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -173,6 +219,10 @@ var NodeWork_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReviewAccess",
 			Handler:    _NodeWork_ReviewAccess_Handler,
+		},
+		{
+			MethodName: "IssuePeerCertificate",
+			Handler:    _NodeWork_IssuePeerCertificate_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

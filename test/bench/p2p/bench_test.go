@@ -3,6 +3,8 @@
 package p2p
 
 import (
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"math"
@@ -18,6 +20,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/shoal-io/shoal/imagewarm/peertls/peertlstest"
 )
 
 // The benchmark's parameters, from the environment (make bench-p2p sets
@@ -59,7 +63,7 @@ func loadParams() params {
 	p := params{
 		N: envInt("P2P_N", 16), SizeMiB: envInt("P2P_SIZE_MIB", 256), Layers: envInt("P2P_LAYERS", 4),
 		BMiB: envFloat("P2P_B_MIB", 4), Parallelism: envInt("P2P_PARALLELISM", 4),
-		Modes:     envList("P2P_MODES", []string{"swarm", "spegel-like", "naive"}),
+		Modes:     envList("P2P_MODES", []string{"swarm", "swarm-tls", "spegel-like", "naive"}),
 		Scenarios: envList("P2P_SCENARIOS", []string{"cold", "parallelism", "partial", "faults"}),
 		Out:       os.Getenv("P2P_OUT"),
 	}
@@ -95,9 +99,13 @@ func TestP2PBenchmark(t *testing.T) {
 		results[r.scenario] = append(results[r.scenario], r)
 		r.printRow(os.Stdout)
 	}
-	if slices.Contains(p.Modes, "swarm") {
-		for _, sc := range p.Scenarios {
-			add(h.run(t, runSpec{mode: "swarm", scenario: sc, storeRoot: "/dev/shm"}))
+	// The swarm with and without peer TLS, back to back in each scenario,
+	// so that the two see the same machine.
+	for _, sc := range p.Scenarios {
+		for _, mode := range []string{"swarm", "swarm-tls"} {
+			if slices.Contains(p.Modes, mode) {
+				add(h.run(t, runSpec{mode: mode, scenario: sc, storeRoot: "/dev/shm"}))
+			}
 		}
 	}
 	t.Run("baselines", func(t *testing.T) {
@@ -107,7 +115,7 @@ func TestP2PBenchmark(t *testing.T) {
 		slot := 1
 		for _, sc := range p.Scenarios {
 			for _, mode := range p.Modes {
-				if mode == "swarm" {
+				if swarmMode(mode) {
 					continue
 				}
 				spec := runSpec{mode: mode, scenario: sc, slot: slot, storeRoot: root, sideBySide: true}
@@ -164,6 +172,10 @@ func buildNode(t *testing.T) string {
 type harness struct {
 	p   params
 	bin string
+	// tlsOnce makes tlsDir: the CA (ca.crt, ca.key) the swarm-tls nodes
+	// sign their peer certificates with.
+	tlsOnce sync.Once
+	tlsDir  string
 	// tMin is the calibration: how long the N nodes take to warm the
 	// image with no B and no R, when the machine alone sets the pace.
 	tMin float64
@@ -343,4 +355,25 @@ func printTable(w io.Writer, h *harness, p params, results map[string][]*runResu
 				r.cpuUse()*100, rss/mib, ml/k/1024, rpc/k, bl, mm, bad, r.corrupted)
 		}
 	}
+}
+
+// swarmMode reports whether mode is the swarm (with or without peer TLS):
+// those runs go one at a time.
+func swarmMode(mode string) bool { return mode == "swarm" || mode == "swarm-tls" }
+
+// peerCA writes the swarm-tls nodes' CA once and returns its directory.
+func (h *harness) peerCA(t *testing.T) string {
+	h.tlsOnce.Do(func() {
+		ca, err := peertlstest.NewCA("bench-p2p")
+		require.NoError(t, err)
+		der, err := x509.MarshalPKCS8PrivateKey(ca.Key)
+		require.NoError(t, err)
+		dir := filepath.Join(h.p.Out, "peer-ca")
+		require.NoError(t, os.MkdirAll(dir, 0o700))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "ca.crt"), ca.BundlePEM, 0o600))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "ca.key"), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600))
+		h.tlsDir = dir
+	})
+	require.NotEmpty(t, h.tlsDir, "the peer CA was not written")
+	return h.tlsDir
 }

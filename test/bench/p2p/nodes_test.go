@@ -82,9 +82,15 @@ func (h *harness) startNodes(t *testing.T, set nodeSet, flags func(i int) []stri
 	nodes := make([]*nodeProc, n)
 	for i := range nodes {
 		np := &nodeProc{name: fmt.Sprintf("node-%02d", i), addr: addr(i), bin: h.bin}
+		nodeMode := mode
+		var tlsArgs []string
+		if mode == "swarm-tls" {
+			nodeMode, tlsArgs = "swarm", []string{"--peer-tls-ca", h.peerCA(t)}
+		}
 		np.args = []string{"--name", np.name, "--addr", np.addr, "--port", strconv.Itoa(peerPort),
-			"--mesh-port", strconv.Itoa(meshPort), "--store", filepath.Join(root, np.name), "--mode", mode,
+			"--mesh-port", strconv.Itoa(meshPort), "--store", filepath.Join(root, np.name), "--mode", nodeMode,
 			"--insecure-registry", reg.Host(), "--mesh-key", meshKey, "-v", "1"}
+		np.args = append(np.args, tlsArgs...)
 		if i > 0 {
 			np.args = append(np.args, "--join", fmt.Sprintf("%s:%d", addr(0), meshPort))
 		}

@@ -16,7 +16,10 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
@@ -24,6 +27,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -39,6 +43,7 @@ import (
 
 	"github.com/shoal-io/shoal/agent/mesh"
 	"github.com/shoal-io/shoal/imagewarm/node"
+	"github.com/shoal-io/shoal/imagewarm/peertls"
 	"github.com/shoal-io/shoal/imagewarm/swarm"
 	"github.com/shoal-io/shoal/imagewarm/tracker"
 )
@@ -57,7 +62,7 @@ type options struct {
 	spreadWindow                                        time.Duration
 	ingress, egress                                     int64
 	poison                                              bool
-	cpuProfile                                          string
+	cpuProfile, peerTLSCA                               string
 	maxInflight, perPeer                                int
 	poll                                                time.Duration
 }
@@ -81,6 +86,7 @@ func run() error {
 	flag.IntVar(&o.maxInflight, "max-inflight", 0, "piece requests in flight per node (0: default)")
 	flag.IntVar(&o.perPeer, "per-peer", 0, "piece requests per holder per blob (0: default)")
 	flag.DurationVar(&o.poll, "poll", 0, "tracker lookup and announce interval (0: the agent's default)")
+	flag.StringVar(&o.peerTLSCA, "peer-tls-ca", "", "directory with ca.crt and ca.key: serve and reach peers over mutual TLS with a certificate signed by that CA")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile here (for tuning the benchmark)")
 	klog.InitFlags(nil)
 	flag.Parse()
@@ -156,7 +162,14 @@ func run() error {
 	}
 	// Peer requests leave from the node's own address too, so that every
 	// byte is attributed to the node that asked.
-	cfg.Fetch.Peers = &http.Client{Transport: boundTransport(o.addr)}
+	peers := boundTransport(o.addr)
+	if o.peerTLSCA != "" {
+		if cfg.PeerTLS, err = peerIdentity(o.name, o.peerTLSCA); err != nil {
+			return err
+		}
+		peers.TLSClientConfig = cfg.PeerTLS.ClientConfig()
+	}
+	cfg.Fetch.Peers = &http.Client{Transport: peers}
 	if o.poison {
 		cfg.WrapPeer = poison
 	}
@@ -277,6 +290,49 @@ func boundTransport(addr string) *http.Transport {
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(addr)}, Timeout: 2 * time.Second}
 	return &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 64, DisableCompression: true,
 		ResponseHeaderTimeout: 10 * time.Second}
+}
+
+// peerIdentity makes the node's peer TLS identity, its certificate
+// signed with the CA in dir as the coordinator would sign it.
+func peerIdentity(name, dir string) (*peertls.Identity, error) {
+	certPEM, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
+	if err != nil {
+		return nil, err
+	}
+	keyPEM, err := os.ReadFile(filepath.Join(dir, "ca.key"))
+	if err != nil {
+		return nil, err
+	}
+	cb, _ := pem.Decode(certPEM)
+	kb, _ := pem.Decode(keyPEM)
+	if cb == nil || kb == nil {
+		return nil, fmt.Errorf("peer CA in %s: no PEM", dir)
+	}
+	caCert, err := x509.ParseCertificate(cb.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("peer CA certificate: %w", err)
+	}
+	key, err := x509.ParsePKCS8PrivateKey(kb.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("peer CA key: %w", err)
+	}
+	signer, ok := key.(crypto.Signer)
+	if !ok {
+		return nil, errors.New("peer CA key cannot sign")
+	}
+	id, err := peertls.NewIdentity(peertls.Options{Node: name})
+	if err != nil {
+		return nil, err
+	}
+	csr, err := id.NewRequest()
+	if err != nil {
+		return nil, err
+	}
+	chain, err := peertls.Sign(peertls.SignRequest{CSR: csr, Node: name, CACert: caCert, CAKey: signer})
+	if err != nil {
+		return nil, err
+	}
+	return id, id.Install(chain, certPEM)
 }
 
 // counters sums every counter of reg by name (over labels).
