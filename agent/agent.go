@@ -90,13 +90,45 @@ type Options struct {
 	MaxPeerUploads                              int
 }
 
+// stateLockWait bounds the wait for a state dir another agent holds. An
+// agent pod deleted at once (grace period 0) is replaced by its DaemonSet
+// while the kubelet still stops the old container, which holds the state
+// dir's lock (and the node's ports) until it exits.
+const stateLockWait = 2 * time.Minute
+
+// openState opens the state dir, waiting up to wait while another process
+// holds it, instead of failing (and being restarted by the kubelet until
+// the old agent is gone).
+func openState(ctx context.Context, dir string, wait time.Duration, log klog.Logger) (*state.Store, error) {
+	deadline := time.Now().Add(wait)
+	logged := false
+	for {
+		st, err := state.Open(dir, state.WithLogger(log))
+		if !errors.Is(err, state.ErrLocked) || !time.Now().Before(deadline) {
+			return st, err
+		}
+		if !logged {
+			log.Info("Another agent holds the state dir, likely the one this pod replaces, still stopping; waiting for it",
+				"reason", err.Error(), "upTo", wait)
+			logged = true
+		}
+		t := time.NewTimer(250 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
 // Run runs the agent until ctx ends.
 func Run(ctx context.Context, o Options) error {
 	log := klog.FromContext(ctx)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	store, err := state.Open(o.StateDir)
+	store, err := openState(ctx, o.StateDir, stateLockWait, log)
 	if err != nil {
 		return fmt.Errorf("open state dir: %w", err)
 	}
