@@ -44,7 +44,7 @@ KREW_URI_BASE ?= https://github.com/shoal-io/shoal/releases/download/$(VERSION)
 KREW_FILES ?= $(firstword $(wildcard LICENSE LICENSE.md LICENSE.txt) README.md)
 
 .PHONY: help build binaries plugin-archives test test-unit test-e2e e2e e2e-kind verify generate up clean clean-cache \
-	cluster-up cluster-down cluster-env images deploy bench-nodework bench-imagepull bench-probes bench-p2p bench-agent bench-crr bench-rollout bench-daemonset bench-distribution bench-pub bench-probecost $(SHOAL_CLUSTER)
+	cluster-up cluster-down cluster-env images deploy soak bench-nodework bench-imagepull bench-probes bench-p2p bench-agent bench-crr bench-rollout bench-daemonset bench-distribution bench-pub bench-probecost $(SHOAL_CLUSTER)
 
 help: ## List the targets.
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
@@ -77,6 +77,9 @@ test-e2e: $(SHOAL_CLUSTER) ## End-to-end suite on a fresh local cluster, torn do
 
 e2e: $(SHOAL_CLUSTER) ## End-to-end suite against the running local cluster (starts it if needed).
 	hack/e2e.sh
+
+soak: $(SHOAL_CLUSTER) ## Fault soak on the local cluster (starts it if needed): SOAK_MINUTES (20) of work under a seeded fault schedule, invariants checked; SOAK_SEED, SOAK_FAULTS, SOAK_DEFECT.
+	hack/soak.sh
 
 e2e-kind: ## End-to-end suite on kind (needs Docker and internet; see test/e2e/README.md).
 	hack/e2e-kind.sh
@@ -114,7 +117,7 @@ bench-imagepull: ## ImagePullJob benchmark: one job over 1,000 simulated agents;
 bench-probes: ## PodProbeMarker benchmark: 10,000 pods on 1,000 simulated agents against a real apiserver; steady-state pod writes, flip latency, coordinator CPU and RSS.
 	SHOAL_BENCH=probes hack/bench-nodework.sh
 
-bench-p2p: ## Image swarm benchmark: 16 agent processes warm a 256 MiB image; swarm vs spegel-like vs naive, 4 scenarios (about half an hour).
+bench-p2p: ## Image swarm benchmark: 16 agent processes warm a 256 MiB image; swarm (plain and over peer TLS) vs spegel-like vs naive, 4 scenarios (about 40 minutes).
 	hack/bench-p2p.sh
 
 bench-crr: ## ContainerRecreateRequest latency (p50/p95 and stages) on the running local cluster.

@@ -33,10 +33,16 @@ export SHOAL_E2E_ARTIFACTS=${SHOAL_E2E_ARTIFACTS:-$PWD/.cache/e2e-artifacts}
 e2e_group() { # group packages
   SHOAL_E2E_GROUP=$1 $stage "e2e $1" hack/gotest.sh "e2e-$1" -tags e2e -count=1 -timeout 30m \
     -parallel "${E2E_PARALLEL:-12}" "$2" ||
-    { echo "e2e ($1 group) failed; artifacts in $SHOAL_E2E_ARTIFACTS, verbose log .cache/test-results/e2e-$1.log" >&2; exit 1; }
+    { [ "$1" = serial ] && [ -f "$SHOAL_SOAK_SUMMARY" ] && cat "$SHOAL_SOAK_SUMMARY" >&2
+      echo "e2e ($1 group) failed; artifacts in $SHOAL_E2E_ARTIFACTS, verbose log .cache/test-results/e2e-$1.log" >&2; exit 1; }
 }
+# The serial group holds a 2-minute fault soak (TestSoak; make soak runs
+# it longer); its summary is printed after the group.
+export SHOAL_SOAK_SUMMARY=${SHOAL_SOAK_SUMMARY:-$PWD/.cache/test-results/soak-summary.txt}
+rm -f "$SHOAL_SOAK_SUMMARY"
 e2e_group parallel ./test/e2e/...
 e2e_group serial ./test/e2e/
+[ -f "$SHOAL_SOAK_SUMMARY" ] && cat "$SHOAL_SOAK_SUMMARY"
 
 if [ "$fresh" = fresh ]; then
   # The teardown check adopts the suite's cluster, takes it down and checks

@@ -61,6 +61,10 @@ type Runner struct {
 	wg       sync.WaitGroup
 
 	itemsDesc *prometheus.Desc
+	// loaded counts, by kind, the items Run found in the state dir: the
+	// work a restarted agent kept.
+	loaded     map[string]int
+	loadedDesc *prometheus.Desc
 }
 
 type entry struct {
@@ -85,6 +89,9 @@ func New(store *state.Store, handlers map[string]Handler, log klog.Logger) *Runn
 		ready:    make(chan struct{}),
 		itemsDesc: prometheus.NewDesc("shoal_agent_work_items",
 			"Work items the agent holds, by kind and phase.", []string{"kind", "phase"}, nil),
+		loaded: map[string]int{},
+		loadedDesc: prometheus.NewDesc("shoal_agent_work_items_loaded",
+			"Work items this agent process found in its state dir when it started, by kind: what a restarted agent kept.", []string{"kind"}, nil),
 	}
 }
 
@@ -111,6 +118,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 		r.entries[rec.ID] = e
 		r.dirty[rec.ID] = true
+		r.loaded[e.item.GetKind()]++
 		switch {
 		case !r.runnable(e.item):
 			// A newer agent accepted it and this one was rolled back.
@@ -399,7 +407,7 @@ func (r *Runner) Report(id string) (*nodeworkv1.WorkReport, bool) {
 }
 
 // Describe implements prometheus.Collector.
-func (r *Runner) Describe(ch chan<- *prometheus.Desc) { ch <- r.itemsDesc }
+func (r *Runner) Describe(ch chan<- *prometheus.Desc) { ch <- r.itemsDesc; ch <- r.loadedDesc }
 
 // Collect implements prometheus.Collector.
 func (r *Runner) Collect(ch chan<- prometheus.Metric) {
@@ -408,9 +416,13 @@ func (r *Runner) Collect(ch chan<- prometheus.Metric) {
 	for _, e := range r.entries {
 		counts[[2]string{e.item.GetKind(), e.report.GetPhase().String()}]++
 	}
+	loaded := maps.Clone(r.loaded)
 	r.mu.Unlock()
 	for k, n := range counts {
 		ch <- prometheus.MustNewConstMetric(r.itemsDesc, prometheus.GaugeValue, float64(n), k[0], k[1])
+	}
+	for kind, n := range loaded {
+		ch <- prometheus.MustNewConstMetric(r.loadedDesc, prometheus.GaugeValue, float64(n), kind)
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 	"k8s.io/klog/v2/ktesting"
@@ -228,4 +230,29 @@ func TestReportMessagesAreClipped(t *testing.T) {
 			require.True(t, strings.HasSuffix(rep.GetMessage(), "..."))
 		})
 	}
+}
+
+func TestLoadedItemsAreCounted(t *testing.T) {
+	dir := t.TempDir()
+	seed(t, dir, noopItem("a", 1), nodeworkv1.Phase_PHASE_RUNNING)
+	seed(t, dir, noopItem("b", 1), nodeworkv1.Phase_PHASE_SUCCEEDED)
+	r := start(t, dir, map[string]Handler{nodework.KindNoop: Noop{}})
+	reg := prometheus.NewRegistry()
+	require.NoError(t, reg.Register(r))
+	got, err := testutil.GatherAndCount(reg, "shoal_agent_work_items_loaded")
+	require.NoError(t, err)
+	require.Equal(t, 1, got)
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP shoal_agent_work_items_loaded Work items this agent process found in its state dir when it started, by kind: what a restarted agent kept.
+# TYPE shoal_agent_work_items_loaded gauge
+shoal_agent_work_items_loaded{kind="noop"} 2
+`), "shoal_agent_work_items_loaded"))
+
+	// An empty state dir (a new agent, or one that lost it) loads none.
+	empty := start(t, t.TempDir(), map[string]Handler{nodework.KindNoop: Noop{}})
+	reg = prometheus.NewRegistry()
+	require.NoError(t, reg.Register(empty))
+	got, err = testutil.GatherAndCount(reg, "shoal_agent_work_items_loaded")
+	require.NoError(t, err)
+	require.Zero(t, got)
 }

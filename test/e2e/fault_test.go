@@ -40,40 +40,6 @@ func localCluster(t *testing.T, f *framework.Framework) *cluster.Config {
 	return cfg
 }
 
-// TestNodeCutGoesNotReadyAndRecovers: a node whose network is cut loses
-// the apiserver and is marked not Ready; restored, it comes back Ready.
-func TestNodeCutGoesNotReadyAndRecovers(t *testing.T) {
-	serial(t)
-	f := newFramework(t)
-	cfg := localCluster(t, f)
-	ctx := t.Context()
-	node := cluster.NodeName(cfg.Nodes)
-
-	start := time.Now()
-	require.NoError(t, cluster.CutNode(ctx, node))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), nodeTransitionTimeout)
-		defer cancel()
-		_ = cluster.RestoreNode(ctx, node)
-		_, _ = f.WaitForNodeCondition(ctx, node, corev1.NodeReady, corev1.ConditionTrue, nodeTransitionTimeout)
-	})
-	err := framework.WaitFor(ctx, nodeTransitionTimeout, func(ctx context.Context) (bool, error) {
-		n, err := f.Kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		return framework.NodeConditionStatus(n, corev1.NodeReady) != corev1.ConditionTrue, nil
-	})
-	require.NoError(t, err, "%s still Ready after its network was cut", node)
-	t.Logf("%s not Ready %.1fs after the cut", node, time.Since(start).Seconds())
-
-	start = time.Now()
-	require.NoError(t, cluster.RestoreNode(ctx, node))
-	_, err = f.WaitForNodeCondition(ctx, node, corev1.NodeReady, corev1.ConditionTrue, nodeTransitionTimeout)
-	require.NoError(t, err, "%s not Ready again after its network was restored", node)
-	t.Logf("%s Ready %.1fs after the restore", node, time.Since(start).Seconds())
-}
-
 // TestContainerdRestartKeepsPods: killing a node's containerd and starting
 // it again brings the node back with its pods, which kept running (their
 // shims survive the runtime), and the runtime serves them again (exec).

@@ -34,7 +34,6 @@ var serialTests = []string{
 	"TestAgentRestartResumesWork",
 	"TestCRRSurvivesCoordinatorLoss",
 	"TestCRRSurvivesAgentRestart",
-	"TestNodeCutGoesNotReadyAndRecovers",
 	"TestContainerdRestartKeepsPods",
 	"TestImagePullJobSurvivesAgentRestart",
 	"TestImageSwarmThroughMirror",
@@ -49,6 +48,7 @@ var serialTests = []string{
 	"TestHelmUpgradeKeepsWork",
 	"TestWorkloadsAdoptOpenKruisePods",
 	"TestSidecarSetAdoptsOpenKruiseInjectedPods",
+	"TestSoak",
 }
 
 // serial marks t as a test of the serial group. It fails t if t is not in

@@ -68,7 +68,7 @@ type Registry struct {
 	users   map[string][sha256.Size]byte
 	inner   http.Handler
 	srv     *http.Server
-	failing atomic.Bool
+	failing atomic.Int32 // the status every request gets; 0: serve
 
 	mu          sync.Mutex
 	requests    int64
@@ -223,7 +223,18 @@ func (r *Registry) Stop() {
 
 // SetFailing makes the registry answer every request with 503 Service
 // Unavailable (true) or serve normally again (false).
-func (r *Registry) SetFailing(failing bool) { r.failing.Store(failing) }
+func (r *Registry) SetFailing(failing bool) {
+	if failing {
+		r.FailWith(http.StatusServiceUnavailable)
+	} else {
+		r.FailWith(0)
+	}
+}
+
+// FailWith makes the registry answer every request with status (such as
+// 500, 503 or 429, which comes with Retry-After: 1), or serve normally
+// again (0).
+func (r *Registry) FailWith(status int) { r.failing.Store(int32(status)) }
 
 // Ref is the reference of repo:tag in this registry.
 func (r *Registry) Ref(repo, tag string) string { return r.Host + "/" + repo + ":" + tag }
@@ -372,8 +383,11 @@ func (r *Registry) serve(w http.ResponseWriter, req *http.Request) {
 	r.requests++
 	r.mu.Unlock()
 
-	if r.failing.Load() {
-		http.Error(w, "test registry: failing on purpose", http.StatusServiceUnavailable)
+	if status := int(r.failing.Load()); status != 0 {
+		if status == http.StatusTooManyRequests {
+			w.Header().Set("Retry-After", "1")
+		}
+		http.Error(w, "test registry: failing on purpose", status)
 		return
 	}
 	if !r.authorized(w, req, client) {
