@@ -48,6 +48,7 @@ import (
 	"github.com/shoal-io/shoal/coordinator/statuswriter"
 	"github.com/shoal-io/shoal/coordinator/webhook"
 	"github.com/shoal-io/shoal/imagewarm/node"
+	"github.com/shoal-io/shoal/imagewarm/peertls"
 	"github.com/shoal-io/shoal/imagewarm/placement"
 	"github.com/shoal-io/shoal/imagewarm/tracker"
 	"github.com/shoal-io/shoal/internal/apimetrics"
@@ -447,6 +448,8 @@ func agentMetrics(t *testing.T) *recordingRegisterer {
 	probes.New(nil, probes.WithRegisterer(reg))
 	link.New(link.Config{Registerer: reg})
 	(&endpointauth.Guard{Registerer: reg}).Protect(http.NotFoundHandler())
+	_, err = peertls.NewIdentity(peertls.Options{Node: "node-1", Registerer: reg})
+	require.NoError(t, err, "register the peer TLS metrics")
 
 	// The image swarm: tracker, tracker client, fetcher and blob server.
 	n, err := node.New(node.Config{

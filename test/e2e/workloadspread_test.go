@@ -557,6 +557,55 @@ func wsCosts(cost string) func([]corev1.Pod) error {
 func TestWorkloadSpread(t *testing.T) {
 	t.Parallel()
 
+	// First: this case waits 5 minutes for subset-a to be schedulable
+	// again (OpenKruise's MaxScheduledFailedDuration). Subtests start in
+	// the order they are defined, so it takes the first of the
+	// WorkloadSpread slots and its wait overlaps the other cases.
+	t.Run("reschedule subset-a", func(t *testing.T) {
+		t.Parallel()
+		w := newWSTester(t)
+		z := w.zones()
+		const cs = "busybox"
+		a, b := wsSubsetSpec("subset-a", z.zoneX(), wsMax(2)), wsSubsetSpec("subset-b", z.zoneB(), nil)
+		ws := wsNew(wsName, wsCloneSetRef(cs), a, b)
+		ws.Spec.ScheduleStrategy = v1alpha1.WorkloadSpreadScheduleStrategy{Type: v1alpha1.FixedWorkloadSpreadScheduleStrategyType}
+		w.createWS(ws)
+		w.createCloneSet(wsCloneSet(w.f, cs, 5))
+		w.waitCloneSetReady(cs, 3, cloneSetTimeout)
+
+		// Fixed: subset-a's 2 pods stay pending there.
+		w.waitPods("app="+cs, 5, "2 pending pods in subset-a, 3 running in subset-b", wsAll(
+			w.podsCheck(wsName,
+				wsSubset{name: a.Name, term: a.RequiredNodeSelectorTerm, cost: "200", patched: true, pods: 2},
+				wsSubset{name: b.Name, term: b.RequiredNodeSelectorTerm, cost: "100", patched: true, pods: 3}),
+			wsRunning(a.Name, 0), wsRunning(b.Name, 3)))
+		w.waitWS(wsName, "subset-a 2 of 2, subset-b 3, no conditions", func(ws *v1alpha1.WorkloadSpread) bool {
+			st := ws.Status.SubsetStatuses
+			return len(st) == 2 &&
+				st[0].Name == ws.Spec.Subsets[0].Name && st[0].MissingReplicas == 0 && st[0].Replicas == 2 && len(st[0].Conditions) == 0 &&
+				st[1].Name == ws.Spec.Subsets[1].Name && st[1].MissingReplicas == -1 && st[1].Replicas == 3 && len(st[1].Conditions) == 0
+		})
+
+		w.updateWS(wsName, func(ws *v1alpha1.WorkloadSpread) {
+			ws.Spec.ScheduleStrategy = v1alpha1.WorkloadSpreadScheduleStrategy{
+				Type: v1alpha1.AdaptiveWorkloadSpreadScheduleStrategyType,
+				Adaptive: &v1alpha1.AdaptiveWorkloadSpreadStrategy{
+					DisableSimulationSchedule: true,
+					RescheduleCriticalSeconds: ptr.To[int32](5),
+				},
+			}
+		})
+		w.waitWSFor(wsName, "subset-a Schedulable=False", 6*time.Minute, wsCondition(0, corev1.ConditionFalse))
+
+		// Its pods are recreated in subset-b.
+		w.waitCloneSetReady(cs, 5, 5*time.Minute)
+		w.waitPods("app="+cs, 5, "all 5 pods in subset-b", w.podsCheck(wsName,
+			wsSubset{name: a.Name, pods: 0},
+			wsSubset{name: b.Name, term: b.RequiredNodeSelectorTerm, cost: "100", patched: true, pods: 5}))
+
+		w.waitWSFor(wsName, "subset-a Schedulable=True again", 5*time.Minute, wsCondition(0, corev1.ConditionTrue))
+	})
+
 	t.Run("deploy in two zone, the type of maxReplicas is Integer", func(t *testing.T) {
 		t.Parallel()
 		w := newWSTester(t)
@@ -634,51 +683,6 @@ func TestWorkloadSpread(t *testing.T) {
 	// subset. OpenKruise waits up to 6 minutes for the subset to be
 	// marked, and up to 5 for it to be schedulable again (the mark lasts
 	// 5 minutes): this case takes about 5 minutes.
-	t.Run("reschedule subset-a", func(t *testing.T) {
-		t.Parallel()
-		w := newWSTester(t)
-		z := w.zones()
-		const cs = "busybox"
-		a, b := wsSubsetSpec("subset-a", z.zoneX(), wsMax(2)), wsSubsetSpec("subset-b", z.zoneB(), nil)
-		ws := wsNew(wsName, wsCloneSetRef(cs), a, b)
-		ws.Spec.ScheduleStrategy = v1alpha1.WorkloadSpreadScheduleStrategy{Type: v1alpha1.FixedWorkloadSpreadScheduleStrategyType}
-		w.createWS(ws)
-		w.createCloneSet(wsCloneSet(w.f, cs, 5))
-		w.waitCloneSetReady(cs, 3, cloneSetTimeout)
-
-		// Fixed: subset-a's 2 pods stay pending there.
-		w.waitPods("app="+cs, 5, "2 pending pods in subset-a, 3 running in subset-b", wsAll(
-			w.podsCheck(wsName,
-				wsSubset{name: a.Name, term: a.RequiredNodeSelectorTerm, cost: "200", patched: true, pods: 2},
-				wsSubset{name: b.Name, term: b.RequiredNodeSelectorTerm, cost: "100", patched: true, pods: 3}),
-			wsRunning(a.Name, 0), wsRunning(b.Name, 3)))
-		w.waitWS(wsName, "subset-a 2 of 2, subset-b 3, no conditions", func(ws *v1alpha1.WorkloadSpread) bool {
-			st := ws.Status.SubsetStatuses
-			return len(st) == 2 &&
-				st[0].Name == ws.Spec.Subsets[0].Name && st[0].MissingReplicas == 0 && st[0].Replicas == 2 && len(st[0].Conditions) == 0 &&
-				st[1].Name == ws.Spec.Subsets[1].Name && st[1].MissingReplicas == -1 && st[1].Replicas == 3 && len(st[1].Conditions) == 0
-		})
-
-		w.updateWS(wsName, func(ws *v1alpha1.WorkloadSpread) {
-			ws.Spec.ScheduleStrategy = v1alpha1.WorkloadSpreadScheduleStrategy{
-				Type: v1alpha1.AdaptiveWorkloadSpreadScheduleStrategyType,
-				Adaptive: &v1alpha1.AdaptiveWorkloadSpreadStrategy{
-					DisableSimulationSchedule: true,
-					RescheduleCriticalSeconds: ptr.To[int32](5),
-				},
-			}
-		})
-		w.waitWSFor(wsName, "subset-a Schedulable=False", 6*time.Minute, wsCondition(0, corev1.ConditionFalse))
-
-		// Its pods are recreated in subset-b.
-		w.waitCloneSetReady(cs, 5, 5*time.Minute)
-		w.waitPods("app="+cs, 5, "all 5 pods in subset-b", w.podsCheck(wsName,
-			wsSubset{name: a.Name, pods: 0},
-			wsSubset{name: b.Name, term: b.RequiredNodeSelectorTerm, cost: "100", patched: true, pods: 5}))
-
-		w.waitWSFor(wsName, "subset-a Schedulable=True again", 5*time.Minute, wsCondition(0, corev1.ConditionTrue))
-	})
-
 	t.Run("manage the pods that were created before workloadspread", func(t *testing.T) {
 		t.Parallel()
 		w := newWSTester(t)
