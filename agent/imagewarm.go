@@ -180,18 +180,52 @@ func (s *mirrorSetup) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// run installs the mirror once the runtime is connected.
+// Intervals of mirrorSetup.run.
+const (
+	// mirrorRetry is the wait after a failed install (1 s while the
+	// runtime is not connected yet).
+	mirrorRetry = 10 * time.Second
+	// mirrorRecheck is the wait between checks of an installed mirror:
+	// something else may rewrite hosts.toml (configuration management,
+	// cluster tooling) and drop the agent's block, which sends the node's
+	// pulls around the swarm until the block is back.
+	mirrorRecheck = time.Minute
+)
+
+// run installs the mirror once the runtime is connected, and puts it back
+// whenever a check finds it gone.
 func (s *mirrorSetup) run(ctx context.Context) error {
 	log := klog.FromContext(ctx).WithName("mirror")
-	for {
-		wait := 10 * time.Second
+	return keepInstalled(ctx, log, mirrorRetry, mirrorRecheck, func(ctx context.Context) (bool, error) {
 		if _, err := s.rt.get(); err != nil {
-			wait = time.Second // the runtime connects within seconds of a start
-		} else if err := s.install(ctx, log); err == nil {
-			return nil
-		} else {
-			log.Info("Registry mirror not set up yet; retrying in 10s", "reason", err.Error())
+			return false, errRuntimeNotConnected
 		}
+		return s.install(ctx, log)
+	})
+}
+
+// errRuntimeNotConnected: the runtime connects within seconds of a start.
+var errRuntimeNotConnected = errors.New("runtime not connected yet")
+
+// keepInstalled calls install until ctx ends: after retry when it fails
+// (a second while the runtime is not connected), after recheck when it
+// succeeds. An install that had to change something after the first
+// success means something else removed the agent's config: it says so.
+func keepInstalled(ctx context.Context, log klog.Logger, retry, recheck time.Duration, install func(context.Context) (changed bool, err error)) error {
+	installed := false
+	for {
+		wait := recheck
+		changed, err := install(ctx)
+		switch {
+		case errors.Is(err, errRuntimeNotConnected):
+			wait = time.Second
+		case err != nil:
+			wait = retry
+			log.Info("Registry mirror not set up; retrying", "reason", err.Error(), "in", retry)
+		case installed && changed:
+			log.Info("WARNING: the registry mirror's hosts.toml had lost the agent's block (something rewrote it); put it back")
+		}
+		installed = installed || err == nil
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -202,11 +236,12 @@ func (s *mirrorSetup) run(ctx context.Context) error {
 	}
 }
 
-// install checks the runtime and writes the hosts.toml entries.
-func (s *mirrorSetup) install(ctx context.Context, log klog.Logger) error {
+// install checks the runtime and writes the hosts.toml entries; changed
+// says whether a file had to be written.
+func (s *mirrorSetup) install(ctx context.Context, log klog.Logger) (changed bool, err error) {
 	rt, err := s.rt.get()
 	if err != nil {
-		return err
+		return false, err
 	}
 	checks := map[string]bool{}
 	defer func() {
@@ -235,23 +270,24 @@ func (s *mirrorSetup) install(ctx context.Context, log klog.Logger) error {
 		}
 	}
 	if certs == "" {
-		return errors.New("no certs dir: containerd's config_path is unknown and --containerd-certs-dir is not set")
+		return false, errors.New("no certs dir: containerd's config_path is unknown and --containerd-certs-dir is not set")
 	}
 	if _, err := os.Stat(certs); err != nil {
-		return fmt.Errorf("certs dir %s (mount the host's certs dir there): %w", certs, err)
+		return false, fmt.Errorf("certs dir %s (mount the host's certs dir there): %w", certs, err)
 	}
 	endpoint := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(s.o.MirrorPort))
 	for _, m := range s.o.MirrorRegistries {
-		changed, err := mirror.Install(certs, mirror.Mirror{Registry: m.Host, Server: m.Server, Endpoint: endpoint})
+		c, err := mirror.Install(certs, mirror.Mirror{Registry: m.Host, Server: m.Server, Endpoint: endpoint})
 		if err != nil {
-			return fmt.Errorf("install the mirror for %s: %w", m.Host, err)
+			return changed, fmt.Errorf("install the mirror for %s: %w", m.Host, err)
 		}
-		if changed {
+		if c {
+			changed = true
 			log.Info("Registry mirror installed", "registry", m.Host, "certsDir", certs, "endpoint", endpoint)
 		}
 	}
 	checks["installed"] = true
-	return nil
+	return changed, nil
 }
 
 // swarmWarmer adapts the node to the pull handler's Warmer.

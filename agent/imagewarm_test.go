@@ -1,9 +1,15 @@
 package agent
 
 import (
+	"context"
+	"errors"
+	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/require"
+	"k8s.io/klog/v2/ktesting"
 )
 
 func TestParseMirrorRegistries(t *testing.T) {
@@ -33,4 +39,37 @@ func TestParseMirrorRegistries(t *testing.T) {
 			require.Equal(t, tc.want, got)
 		})
 	}
+}
+
+func TestKeepInstalled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true)))
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		type result struct {
+			changed bool
+			err     error
+		}
+		results := []result{
+			{false, errRuntimeNotConnected},     // retried after 1 s
+			{false, errors.New("no certs dir")}, // retried after 10 s
+			{true, nil},                         // installed: checked again after 1 min
+			{false, nil},                        // still there
+			{true, nil},                         // gone and put back
+		}
+		start := time.Now()
+		var at []time.Duration
+		require.NoError(t, keepInstalled(ctx, logger, 10*time.Second, time.Minute, func(context.Context) (bool, error) {
+			at = append(at, time.Since(start))
+			r := results[len(at)-1]
+			if len(at) == len(results) {
+				cancel()
+			}
+			return r.changed, r.err
+		}))
+		require.Equal(t, []time.Duration{0, time.Second, 11 * time.Second, 71 * time.Second, 131 * time.Second}, at)
+		logs := logger.GetSink().(ktesting.Underlier).GetBuffer().String()
+		require.Equal(t, 1, strings.Count(logs, "had lost the agent's block"), logs)
+		require.Contains(t, logs, "no certs dir")
+	})
 }

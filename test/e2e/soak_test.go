@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"maps"
@@ -223,6 +224,7 @@ func TestSoak(t *testing.T) {
 	for i := range int(p.d/(15*time.Second)) + 2 {
 		s.images = append(s.images, s.reg.Push(t, "soak/app", fmt.Sprintf("v%d", i), 1, 2))
 	}
+	s.waitMirrors(ctx)
 	crrPods := s.startCRRPods(ctx)
 	probePods := s.startProbePods(ctx)
 	cs := s.startCloneSet(ctx)
@@ -242,4 +244,26 @@ func TestSoak(t *testing.T) {
 	violations := slices.Clone(s.rep.violations)
 	s.rep.mu.Unlock()
 	require.Empty(t, violations, "the soak found violations (summary above)")
+}
+
+// agentMirrorEndpoint is where the agents serve their node's runtime
+// (--mirror-port on loopback).
+const agentMirrorEndpoint = "127.0.0.1:30021"
+
+// waitMirrors waits until every node's hosts.toml for the soak's registry
+// sends pulls through the node's agent. The agent puts its block back
+// within a minute when something rewrites the file (shoal-cluster up does,
+// on a running cluster, as make soak runs it); until then the runtime
+// would pull around the swarm.
+func (s *soak) waitMirrors(ctx context.Context) {
+	for _, n := range s.nodes {
+		path := cluster.RegistryHostsFile(s.cfg, n.Name, s.reg.Host)
+		var last string
+		err := framework.WaitFor(ctx, 2*time.Minute, func(context.Context) (bool, error) {
+			data, err := os.ReadFile(path)
+			last = string(data)
+			return err == nil && strings.Contains(last, agentMirrorEndpoint), nil
+		})
+		require.NoError(s.t, err, "the agent on %s does not mirror %s: %s holds %q", n.Name, s.reg.Host, path, last)
+	}
 }

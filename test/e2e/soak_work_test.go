@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -28,6 +29,26 @@ import (
 
 // The soak's work (soak_test.go): ImagePullJobs, CRRs, CloneSet updates and
 // probe flips, each with its invariants.
+
+// create runs create until it succeeds (or finds the object made by an
+// attempt whose answer was lost), for up to a minute: under a fault the
+// apiserver or a webhook may refuse it for a moment, as a client would
+// see and retry.
+func (s *soak) create(ctx context.Context, name string, create func(context.Context) error) error {
+	var last error
+	err := framework.WaitFor(ctx, time.Minute, func(ctx context.Context) (bool, error) {
+		last = create(ctx)
+		if last != nil && !apierrors.IsAlreadyExists(last) {
+			s.rep.op("creates retried (refused for a moment under a fault)")
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("create %s: %w (last: %v)", name, err, last)
+	}
+	return nil
+}
 
 // ---- ImagePullJobs ----
 
@@ -50,8 +71,11 @@ func (s *soak) pull(ctx context.Context, i int) error {
 		setPull(&j.Spec.ImagePullJobTemplate, len(s.nodes), 120, 4)
 		j.Spec.CompletionPolicy = v1alpha1.CompletionPolicy{Type: v1alpha1.Always, ActiveDeadlineSeconds: ptr.To[int64](int64(soakOpTimeout / time.Second))}
 	})
-	if _, err := jobs.Create(ctx, j, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("create %s: %w", name, err)
+	if err := s.create(ctx, name, func(ctx context.Context) error {
+		_, err := jobs.Create(ctx, j, metav1.CreateOptions{})
+		return err
+	}); err != nil {
+		return err
 	}
 	s.rep.op("ImagePullJobs created")
 	var last *v1alpha1.ImagePullJob
@@ -188,11 +212,14 @@ func (s *soak) crrs(ctx context.Context, pods []string) error {
 	for i := 0; time.Now().Before(s.until); i++ {
 		pod := pods[rng.IntN(len(pods))]
 		name := fmt.Sprintf("soak-crr-%d", i)
-		if _, err := requests.Create(ctx, newCRR(name, pod, "main"), metav1.CreateOptions{}); err != nil {
+		if err := s.create(ctx, name, func(ctx context.Context) error {
+			_, err := requests.Create(ctx, newCRR(name, pod, "main"), metav1.CreateOptions{})
+			return err
+		}); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
-			return fmt.Errorf("create %s: %w", name, err)
+			return err
 		}
 		asked[pod]++
 		s.rep.op("CRRs created")
