@@ -178,39 +178,87 @@ func runtimeImageDigests(ctx context.Context, cfg *cluster.Config, node, ref str
 
 // ---- ContainerRecreateRequests ----
 
+// crrsPerPod is how many CRRs a pod gets before the soak replaces it:
+// the kubelet delays each restart of a container twice as long as the one
+// before (10 s, 20 s, 40 s, ... up to 5 minutes, until it has run 10
+// minutes), which would soon make every CRR wait minutes for the kubelet.
+const crrsPerPod = 3
+
+// crrPod is the testserver pod the CRRs of slot i (a node) go to; gen
+// numbers its replacements.
+func (s *soak) crrPod(i, gen int) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("soak-crr-%d-%d", i, gen), Labels: map[string]string{"app": "soak-crr"}},
+		Spec: corev1.PodSpec{
+			NodeName:                      s.nodes[i].Name,
+			TerminationGracePeriodSeconds: ptr.To[int64](1),
+			Containers: []corev1.Container{{
+				Name: "main", Image: s.f.Image("testserver:latest"), Args: []string{"serve", "--port", "8080"},
+			}},
+		},
+	}
+}
+
 // startCRRPods runs one testserver pod per node for the CRRs.
 func (s *soak) startCRRPods(ctx context.Context) []string {
 	var names []string
-	for i, n := range s.nodes {
-		name := fmt.Sprintf("soak-crr-%d", i)
-		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "soak-crr"}},
-			Spec: corev1.PodSpec{
-				NodeName:                      n.Name,
-				TerminationGracePeriodSeconds: ptr.To[int64](1),
-				Containers: []corev1.Container{{
-					Name: "main", Image: s.f.Image("testserver:latest"), Args: []string{"serve", "--port", "8080"},
-				}},
-			},
-		}
-		_, err := s.f.Kube.CoreV1().Pods(s.f.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+	for i := range s.nodes {
+		pod, err := s.f.Kube.CoreV1().Pods(s.f.Namespace).Create(ctx, s.crrPod(i, 0), metav1.CreateOptions{})
 		require.NoError(s.t, err)
-		names = append(names, name)
+		names = append(names, pod.Name)
 	}
 	_, err := s.f.WaitForPodsReady(ctx, s.f.Namespace, "app=soak-crr", len(names), podStartTimeout)
 	require.NoError(s.t, err)
 	return names
 }
 
+// replaceCRRPod deletes slot i's pod and runs the next one in its place.
+func (s *soak) replaceCRRPod(ctx context.Context, i, gen int, old string) (string, error) {
+	pods := s.f.Kube.CoreV1().Pods(s.f.Namespace)
+	if err := pods.Delete(ctx, old, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return "", fmt.Errorf("delete %s: %w", old, err)
+	}
+	next := s.crrPod(i, gen)
+	if err := s.create(ctx, next.Name, func(ctx context.Context) error {
+		_, err := pods.Create(ctx, next, metav1.CreateOptions{})
+		return err
+	}); err != nil {
+		return "", err
+	}
+	err := framework.WaitFor(ctx, soakOpTimeout, func(ctx context.Context) (bool, error) {
+		p, err := pods.Get(ctx, next.Name, metav1.GetOptions{})
+		return err == nil && framework.IsPodReady(p), nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("%s not ready: %w", next.Name, err)
+	}
+	s.rep.op("CRR pods replaced (kubelet restart backoff)")
+	return next.Name, nil
+}
+
 // crrs recreates a random pod's container, one request at a time, and
-// checks each request's end and the pods' restart counts.
+// checks each request's end and the pods' restart counts. A pod that had
+// crrsPerPod requests is replaced by a new one on its node.
 func (s *soak) crrs(ctx context.Context, pods []string) error {
 	rng := rand.New(rand.NewPCG(uint64(s.p.seed), 1))
 	asked := map[string]int{}
 	completed := map[string]int{}
+	gens := make([]int, len(pods))
 	requests := s.f.Shoal.AppsV1alpha1().ContainerRecreateRequests(s.f.Namespace)
 	for i := 0; time.Now().Before(s.until); i++ {
-		pod := pods[rng.IntN(len(pods))]
+		slot := rng.IntN(len(pods))
+		if asked[pods[slot]] >= crrsPerPod {
+			gens[slot]++
+			next, err := s.replaceCRRPod(ctx, slot, gens[slot], pods[slot])
+			if ctx.Err() != nil {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			pods[slot] = next
+		}
+		pod := pods[slot]
 		name := fmt.Sprintf("soak-crr-%d", i)
 		if err := s.create(ctx, name, func(ctx context.Context) error {
 			_, err := requests.Create(ctx, newCRR(name, pod, "main"), metav1.CreateOptions{})
