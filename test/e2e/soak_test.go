@@ -189,7 +189,9 @@ type soak struct {
 	nodes  []corev1.Node
 	reg    *framework.Registry
 	images []string // pushed before the start, one per pull job
-	until  time.Time
+	// csImages are testserver under new tags, one per CloneSet update.
+	csImages []string
+	until    time.Time
 }
 
 // TestSoak: see the comment at the top of the file.

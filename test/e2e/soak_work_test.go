@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -323,9 +325,43 @@ func (s *soak) restartsWithin(ctx context.Context, pod string, done, asked int) 
 
 // ---- CloneSet in-place updates ----
 
+// cloneSetImages copies testserver:latest in the cluster's registry under
+// n new tags, one per CloneSet update. Every update then names an image
+// the kubelet has not run in that pod: it doubles the delay of each
+// restart of a container spec it restarted before (up to 5 minutes), so
+// switching between two images would soon wait minutes per update.
+func (s *soak) cloneSetImages(n int) []string {
+	src := s.f.Image("testserver:latest")
+	from, err := name.ParseReference(src, name.Insecure)
+	require.NoError(s.t, err)
+	ctx, cancel := context.WithTimeout(s.t.Context(), 2*time.Minute)
+	defer cancel()
+	desc, err := remote.Get(from, remote.WithContext(ctx))
+	require.NoError(s.t, err, "read %s", src)
+	repo := strings.TrimSuffix(src, ":latest")
+	var out []string
+	for i := range n {
+		ref := fmt.Sprintf("%s:%s-u%d", repo, s.f.Namespace, i)
+		to, err := name.NewTag(ref, name.Insecure)
+		require.NoError(s.t, err)
+		if desc.MediaType.IsIndex() {
+			idx, err := desc.ImageIndex()
+			require.NoError(s.t, err)
+			require.NoError(s.t, remote.WriteIndex(to, idx, remote.WithContext(ctx)), "tag %s", ref)
+		} else {
+			img, err := desc.Image()
+			require.NoError(s.t, err)
+			require.NoError(s.t, remote.Write(to, img, remote.WithContext(ctx)), "tag %s", ref)
+		}
+		out = append(out, ref)
+	}
+	return out
+}
+
 // startCloneSet runs a CloneSet of 3 updated in place.
 func (s *soak) startCloneSet(ctx context.Context) string {
 	const name = "soak-web"
+	s.csImages = s.cloneSetImages(int(s.p.d/(30*time.Second)) + 2)
 	cs := inPlaceCloneSet(s.f, name, 3, v1beta1.InPlaceIfPossibleCloneSetPodUpdateStrategyType)
 	_, err := s.f.Shoal.AppsV1beta1().CloneSets(s.f.Namespace).Create(ctx, cs, metav1.CreateOptions{})
 	require.NoError(s.t, err)
@@ -337,13 +373,13 @@ func (s *soak) startCloneSet(ctx context.Context) string {
 // every update rolls out to the same pods.
 func (s *soak) rollouts(ctx context.Context, name string) error {
 	sets := s.f.Shoal.AppsV1beta1().CloneSets(s.f.Namespace)
-	images := []string{s.f.Image("testserver:v2"), s.f.Image("testserver:latest")}
-	for i := 0; time.Now().Before(s.until); i++ {
+	images := s.csImages
+	for i := 0; time.Now().Before(s.until) && i < len(images); i++ {
 		before, err := s.cloneSetPodUIDs(ctx, name)
 		if err != nil {
 			return err
 		}
-		image := images[i%2]
+		image := images[i]
 		err = framework.WaitFor(ctx, time.Minute, func(ctx context.Context) (bool, error) {
 			cs, err := sets.Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
