@@ -36,7 +36,16 @@
 //
 // Workers started within one period of Run's start (an agent restart) wait
 // a random part of their period before their first probe; later ones
-// probe at once. A spec change handed over by Set applies in place; if it
+// probe at once.
+//
+// Workers wake on the runner's tick (DefaultTick, 200 ms; WithTick): a
+// probe due at t runs at the multiple of the tick nearest to t, and every
+// worker counts the same multiples. Probes due within one tick of each
+// other then share one wake-up of the process. A Go process woken from
+// idle for each probe spends about as much CPU on the wake-up (timers,
+// netpoller, futexes) as on a TCP probe itself: `make bench-probecost`
+// measures a tcp probe at 0.09 ms of CPU on the tick and 0.47 ms with
+// each worker woken exactly when due. A spec change handed over by Set applies in place; if it
 // changes what the probe checks (the handler, or the address a TCP or HTTP
 // probe dials), the result is reset to Unknown and the probe runs at once.
 //
@@ -60,8 +69,10 @@
 //     connection is Succeeded, anything else (refused, unreachable, timed
 //     out) is Failed with the error.
 //   - httpGet sends a GET to the pod's IP (or host) with User-Agent
-//     UserAgent unless the probe's headers set one, without verifying
-//     HTTPS certificates, following redirects to the same host only: a
+//     UserAgent unless the probe's headers set one, over a connection of
+//     its own closed after the answer (HTTP/1.1, no compression, as the
+//     kubelet's probes), without verifying HTTPS certificates, following
+//     redirects to the same host only: a
 //     status in 200-399 is Succeeded (with the body as the message), any
 //     other status or a failed request is Failed.
 //   - a port given by name is resolved through the container's ports

@@ -2,10 +2,8 @@ package probes
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -81,37 +79,11 @@ type DialFunc func(ctx context.Context, network, address string) (net.Conn, erro
 type prober struct {
 	rt   Runtime
 	dial DialFunc
-	http *http.Client
+	http *httpGetter
 }
 
 func newProber(rt Runtime, dial DialFunc) *prober {
-	return &prober{
-		rt:   rt,
-		dial: dial,
-		http: &http.Client{
-			Transport: &http.Transport{
-				Proxy:             nil, // probes go straight to the pod
-				DialContext:       dial,
-				DisableKeepAlives: true,
-				// Kubernetes probes do not verify the pod's certificate.
-				TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // probes skip verification, as the kubelet's do
-			},
-			CheckRedirect: sameHostRedirects,
-		},
-	}
-}
-
-// sameHostRedirects follows redirects to the same host only, at most
-// maxRedirects of them; a redirect elsewhere ends the probe with the 3xx
-// response (a success).
-func sameHostRedirects(req *http.Request, via []*http.Request) error {
-	if req.URL.Hostname() != via[0].URL.Hostname() {
-		return http.ErrUseLastResponse
-	}
-	if len(via) >= maxRedirects {
-		return fmt.Errorf("stopped after %d redirects", maxRedirects)
-	}
-	return nil
+	return &prober{rt: rt, dial: dial, http: newHTTPGetter(dial)}
 }
 
 // probe runs the spec's handler once against the container with CRI id
@@ -242,26 +214,27 @@ func (p *prober) httpGet(ctx context.Context, a *corev1.HTTPGetAction, s *Spec, 
 		// kubelet.
 		req.Header.Del("Accept")
 	}
-	resp, err := p.http.Do(req)
+	ans, err := p.http.get(hctx, req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return "", "", fmt.Errorf("http probe %s: %w", target, ctx.Err())
 		}
-		if errors.Is(hctx.Err(), context.DeadlineExceeded) {
+		if timedOut(err) {
 			return StateFailed, fmt.Sprintf("http probe %s: timed out after %s", target, timeout), nil
 		}
-		return StateFailed, err.Error(), nil
+		return StateFailed, fmt.Sprintf("http probe %s: %v", target, err), nil
 	}
-	body, readErr := io.ReadAll(io.LimitReader(resp.Body, maxBodyBytes))
-	_ = resp.Body.Close()
-	switch code := resp.StatusCode; {
+	switch code := ans.status; {
 	case code >= 200 && code < 300:
-		if readErr != nil {
-			return StateFailed, fmt.Sprintf("http probe %s: reading the body: %v", target, readErr), nil
+		if ans.bodyErr != nil {
+			if timedOut(ans.bodyErr) {
+				return StateFailed, fmt.Sprintf("http probe %s: timed out after %s reading the body", target, timeout), nil
+			}
+			return StateFailed, fmt.Sprintf("http probe %s: reading the body: %v", target, ans.bodyErr), nil
 		}
-		return StateSucceeded, string(body), nil
+		return StateSucceeded, string(ans.body), nil
 	case code >= 300 && code < 400:
-		return StateSucceeded, fmt.Sprintf("http probe %s: status %d, redirect to %q not followed", target, code, resp.Header.Get("Location")), nil
+		return StateSucceeded, fmt.Sprintf("http probe %s: status %d, redirect to %q not followed", target, code, ans.location), nil
 	default:
 		return StateFailed, fmt.Sprintf("http probe %s: status %d", target, code), nil
 	}

@@ -133,6 +133,20 @@ func TestHTTPProbe(t *testing.T) {
 		http.Redirect(w, r, "http://localhost:"+strconv.Itoa(int(otherPort))+"/", http.StatusFound)
 	})
 	mux.HandleFunc("/loop", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/loop", http.StatusFound) })
+	mux.HandleFunc("/chunked", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("part one, "))
+		w.(http.Flusher).Flush() // no Content-Length: the body is chunked
+		_, _ = w.Write([]byte("part two"))
+	})
+	mux.HandleFunc("/continue-then-ok", func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusEarlyHints)
+		_, _ = w.Write([]byte("after hints"))
+	})
+	var tlsAddr atomic.Pointer[string] // the TLS server's, once it listens
+	mux.HandleFunc("/to-https", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "https://"+*tlsAddr.Load()+"/ok", http.StatusFound)
+	})
+	mux.HandleFunc("/hang", func(_ http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
 	mux.HandleFunc("/big", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(strings.Repeat("x", 5000))) })
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
@@ -140,6 +154,8 @@ func TestHTTPProbe(t *testing.T) {
 	tlsSrv := httptest.NewTLSServer(mux)
 	defer tlsSrv.Close()
 	_, tlsPort := hostPort(t, tlsSrv.URL)
+	tlsHostPort := tlsSrv.Listener.Addr().String()
+	tlsAddr.Store(&tlsHostPort)
 
 	closed := httptest.NewServer(mux)
 	_, closedPort := hostPort(t, closed.URL)
@@ -158,6 +174,8 @@ func TestHTTPProbe(t *testing.T) {
 				r := lastReq.Load()
 				require.Equal(t, UserAgent, r.UserAgent())
 				require.Equal(t, "*/*", r.Header.Get("Accept"))
+				require.True(t, r.Close, "the probe asks for the connection to be closed (keep-alives off)")
+				require.Empty(t, r.Header.Get("Accept-Encoding"), "no compression, as the kubelet's probes")
 			}},
 		{name: "path without a leading slash", spec: httpSpec(host, intstr.FromInt32(port), "ok"), want: StateSucceeded, wantMsg: "healthy"},
 		{name: "headers: user agent and host", spec: httpSpec(host, intstr.FromInt32(port), "/ok",
@@ -188,6 +206,10 @@ func TestHTTPProbe(t *testing.T) {
 			s.Probe.HTTPGet.Scheme = corev1.URISchemeHTTPS
 			return s
 		}(), want: StateSucceeded, wantMsg: "healthy"},
+		{name: "chunked body", spec: httpSpec(host, intstr.FromInt32(port), "/chunked"), want: StateSucceeded, wantMsg: "part one, part two"},
+		{name: "informational answers are skipped", spec: httpSpec(host, intstr.FromInt32(port), "/continue-then-ok"), want: StateSucceeded, wantMsg: "after hints"},
+		{name: "redirect to https on the same host is followed", spec: httpSpec(host, intstr.FromInt32(port), "/to-https"), want: StateSucceeded, wantMsg: "healthy"},
+		{name: "no answer within the timeout fails", spec: httpSpec(host, intstr.FromInt32(port), "/hang"), want: StateFailed, wantMsg: "timed out after 1s"},
 		{name: "handler host wins over the pod IP", spec: func() *Spec {
 			s := httpSpec("192.0.2.1", intstr.FromInt32(port), "/ok")
 			s.Probe.HTTPGet.Host = host
@@ -206,6 +228,17 @@ func TestHTTPProbe(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("a canceled probe gives no verdict at once", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(50*time.Millisecond, cancel)
+		spec := httpSpec(host, intstr.FromInt32(port), "/hang")
+		spec.Probe.TimeoutSeconds = 60
+		start := time.Now()
+		_, _, err := p.probe(ctx, spec, timingsOf(&spec.Probe), "")
+		require.ErrorIs(t, err, context.Canceled)
+		require.Less(t, time.Since(start), 30*time.Second, "the probe waited for its timeout, not for the cancel")
+	})
 
 	t.Run("no pod IP gives no verdict", func(t *testing.T) {
 		_, _, err := p.probe(context.Background(), httpSpec("", intstr.FromInt32(port), "/ok"), timingsOf(&corev1.Probe{}), "")

@@ -631,6 +631,7 @@ func TestStartupJitterBoundedByPeriod(t *testing.T) {
 			d := c.At.Sub(t0)
 			require.GreaterOrEqual(t, d, time.Duration(0))
 			require.Less(t, d, 10*time.Second)
+			require.Zero(t, d%probes.DefaultTick, "probes run on the runner's ticks, so that probes due together share a wake-up")
 			first[c.ContainerID] = d
 			distinct[d] = true
 		}
@@ -645,17 +646,27 @@ func TestStartupJitterBoundedByPeriod(t *testing.T) {
 			require.Equal(t, first[c.ContainerID]+10*time.Second, c.At.Sub(t0))
 		}
 
-		// A worker started long after the runner's start probes at once.
+		// A worker started long after the runner's start probes at once
+		// (at the latest on the nearest tick), then keeps to the ticks.
 		e.settle(time.Minute)
 		before := len(e.rt.ExecCalls())
 		e.rt.Start("uid-late", app, "c-late", time.Now().Add(-time.Hour))
 		late := execSpec("p")
 		late.PodUID = "uid-late"
 		e.runner.Set(append(specs, late))
-		synctest.Wait()
-		calls = e.rt.ExecCalls()
-		require.Len(t, calls, before+1)
-		require.Equal(t, "c-late", calls[before].ContainerID)
+		lateCalls := func() (at []time.Duration) {
+			for _, c := range e.rt.ExecCalls()[before:] {
+				if c.ContainerID == "c-late" {
+					at = append(at, c.At.Sub(t0))
+				}
+			}
+			return at
+		}
+		e.settle(probes.DefaultTick / 2)
+		require.Len(t, lateCalls(), 1)
+		e.settle(10 * time.Second)
+		require.Len(t, lateCalls(), 2)
+		require.Zero(t, lateCalls()[1]%probes.DefaultTick, "the late worker's second probe is on a tick")
 	})
 }
 

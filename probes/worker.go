@@ -76,7 +76,9 @@ func (w *worker) update(s Spec) {
 
 // run probes until ctx ends: first after jitter, then every period
 // (counted from the start of the previous probe; a probe that overran its
-// period is followed by the next at once).
+// period is followed by the next at once). Each wake-up is moved to the
+// runner's nearest tick (Runner.onTick); a probe that ran on a tick is due
+// again one period later, on a tick too, so the worker stays on its tick.
 func (w *worker) run(ctx context.Context, jitter time.Duration) {
 	clk := w.r.clock
 	w.nextAt = clk.Now().Add(jitter)
@@ -88,14 +90,15 @@ func (w *worker) run(ctx context.Context, jitter time.Duration) {
 	}()
 	for ctx.Err() == nil {
 		now := clk.Now()
-		if !w.nextAt.After(now) {
+		due := w.r.onTick(w.nextAt)
+		if !due.After(now) {
 			w.doProbe(ctx, now)
 			w.nextAt = now.Add(w.t.period)
 			continue
 		}
 		// Only a positive wait goes through a timer: fake clocks fire even
 		// a zero-length timer only when stepped.
-		if wait := w.nextAt.Sub(now); timer == nil {
+		if wait := due.Sub(now); timer == nil {
 			timer = clk.NewTimer(wait)
 		} else {
 			timer.Reset(wait)

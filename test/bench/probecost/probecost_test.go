@@ -66,7 +66,22 @@ var (
 		"exec probe workers, one exec per second each; also the loops of the bare exec baselines (env SHOAL_BENCH_EXEC_PROBES)")
 	flagSeconds = flag.Int("seconds", envInt("SHOAL_BENCH_SECONDS", 30),
 		"seconds of each measured window (env SHOAL_BENCH_SECONDS)")
+	flagPhases = flag.String("phases", os.Getenv("SHOAL_BENCH_PHASES"),
+		"comma-separated phases to run (default all): tcp,tcp-exact,http,http-exact,lookup,exec,cri-exec,runc-exec (env SHOAL_BENCH_PHASES)")
 )
+
+// runs reports whether the phase is one -phases asks for.
+func runs(phase string) bool {
+	if *flagPhases == "" {
+		return true
+	}
+	for p := range strings.SplitSeq(*flagPhases, ",") {
+		if strings.TrimSpace(p) == phase {
+			return true
+		}
+	}
+	return false
+}
 
 func envInt(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
@@ -106,16 +121,20 @@ func (p phase) net(idle idleRate) (agent, runtime time.Duration) {
 //
 //  1. idle: the pod runs, nothing probes (the baseline, measured again at
 //     the end; the mean of both is subtracted);
-//  2. tcp: -probes tcpSocket probes of the testserver, period 1 s;
-//  3. http: -probes httpGet probes of its /healthz, period 1 s;
-//  4. lookup: the container lookup every probe does first
+//  2. tcp: -probes tcpSocket probes of the testserver, period 1 s, by the
+//     runner as the agent builds it (workers woken on its tick);
+//  3. tcp-exact: the same with probes.WithTick(0), each worker woken
+//     exactly when its probe is due: the baseline for the tick;
+//  4. http and http-exact: -probes httpGet probes of its /healthz, the
+//     same two ways;
+//  5. lookup: the container lookup every probe does first
 //     (CRIRuntime.ContainerOf: a remembered container checked against the
 //     node's running list), alone, at the same rate as tcp and http, to
 //     show its share;
-//  5. exec: -exec-probes exec probes ("true" in the busybox container);
-//  6. cri-exec: bare CRI ExecSync of the same command at the same rate,
+//  6. exec: -exec-probes exec probes ("true" in the busybox container);
+//  7. cri-exec: bare CRI ExecSync of the same command at the same rate,
 //     without the runner;
-//  7. runc-exec: bare `runc exec` of the same command in the same
+//  8. runc-exec: bare `runc exec` of the same command in the same
 //     container at the same rate, CPU from each runc's rusage.
 //
 // It prints a table and one RESULT line. The figures are measurements: the
@@ -165,24 +184,45 @@ func TestProbeCostBenchmark(t *testing.T) {
 	port := intstr.FromInt32(int32(e.port))
 	n, nExec := *flagProbes, *flagExecProbes
 
-	phases = append(phases, e.runnerPhase(ctx, t, "tcp", "tcp probe", window,
-		specs("tcp", n, serverContainer, corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: port}}, 1)))
-	phases = append(phases, e.runnerPhase(ctx, t, "http", "http probe", window,
-		specs("http", n, serverContainer, corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: port}}, 1)))
+	tcp := specs("tcp", n, serverContainer, corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: port}}, 1)
+	httpGet := specs("http", n, serverContainer, corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: port}}, 1)
+	// The runner as the agent runs it, then the same probes with every
+	// worker woken exactly when its probe is due (no tick): the baseline
+	// the tick is measured against, in the same process.
+	if runs("tcp") {
+		phases = append(phases, e.runnerPhase(ctx, t, "tcp", "tcp probe", window, tcp))
+	}
+	if runs("tcp-exact") {
+		phases = append(phases, e.runnerPhase(ctx, t, "tcp-exact", "tcp probe", window, tcp, probes.WithTick(0)))
+	}
+	if runs("http") {
+		phases = append(phases, e.runnerPhase(ctx, t, "http", "http probe", window, httpGet))
+	}
+	if runs("http-exact") {
+		phases = append(phases, e.runnerPhase(ctx, t, "http-exact", "http probe", window, httpGet, probes.WithTick(0)))
+	}
 	lookup := probes.CRIRuntime(func() (*cri.Runtime, error) { return e.rt, nil }, nil) // no event stream: the lookup's cost as probes pay it here
-	phases = append(phases, e.pacedPhase(ctx, t, "lookup", "ContainerOf", n, window, func(ctx context.Context) (bool, time.Duration) {
-		c, err := lookup.ContainerOf(ctx, podUID, serverContainer)
-		return err == nil && c.Running, 0
-	}))
+	if runs("lookup") {
+		phases = append(phases, e.pacedPhase(ctx, t, "lookup", "ContainerOf", n, window, func(ctx context.Context) (bool, time.Duration) {
+			c, err := lookup.ContainerOf(ctx, podUID, serverContainer)
+			return err == nil && c.Running, 0
+		}))
+	}
 	// Exec probes get 5 s: on a busy machine an exec can take more than
 	// the default 1 s, and a timed-out exec is not a probe's usual cost.
-	phases = append(phases, e.runnerPhase(ctx, t, "exec", "exec probe", window,
-		specs("exec", nExec, shellContainer, corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: execCommand}}, 5)))
-	phases = append(phases, e.pacedPhase(ctx, t, "cri-exec", "CRI ExecSync", nExec, window, func(ctx context.Context) (bool, time.Duration) {
-		_, _, code, err := e.rt.ExecSync(ctx, e.shellID, execCommand, 5*time.Second)
-		return err == nil && code == 0, 0
-	}))
-	if e.runcRoot != "" {
+	if runs("exec") {
+		phases = append(phases, e.runnerPhase(ctx, t, "exec", "exec probe", window,
+			specs("exec", nExec, shellContainer, corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: execCommand}}, 5)))
+	}
+	if runs("cri-exec") {
+		phases = append(phases, e.pacedPhase(ctx, t, "cri-exec", "CRI ExecSync", nExec, window, func(ctx context.Context) (bool, time.Duration) {
+			_, _, code, err := e.rt.ExecSync(ctx, e.shellID, execCommand, 5*time.Second)
+			return err == nil && code == 0, 0
+		}))
+	}
+	switch {
+	case !runs("runc-exec"):
+	case e.runcRoot != "":
 		args := append([]string{"--root", e.runcRoot, "exec", e.shellID}, execCommand...)
 		phases = append(phases, e.pacedPhase(ctx, t, "runc-exec", "runc exec", nExec, window, func(ctx context.Context) (bool, time.Duration) {
 			cmd := exec.CommandContext(ctx, "runc", args...)
@@ -192,7 +232,7 @@ func TestProbeCostBenchmark(t *testing.T) {
 			}
 			return err == nil, cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 		}))
-	} else {
+	default:
 		t.Log("no runc state found for the shell container under /run/containerd/runc: no bare runc exec baseline")
 	}
 	idle1 := idle("idle (end)")
@@ -208,7 +248,7 @@ func TestProbeCostBenchmark(t *testing.T) {
 // runnerPhase runs the specs with a probes.Runner built as the agent
 // builds it (CRIRuntime, metrics registered) and measures one window
 // after the warm-up; the probes run are the runner's results metric.
-func (e *podEnv) runnerPhase(ctx context.Context, t *testing.T, name, what string, window time.Duration, specs []probes.Spec) phase {
+func (e *podEnv) runnerPhase(ctx context.Context, t *testing.T, name, what string, window time.Duration, specs []probes.Spec, opts ...probes.Option) phase {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	// The agent's runtime events, which let the runner skip container
@@ -225,7 +265,7 @@ func (e *podEnv) runnerPhase(ctx context.Context, t *testing.T, name, what strin
 	if !events.Connected() {
 		t.Log("the runtime has no container event stream (containerd before 1.7): a remembered container is checked against the node's running list (one ListContainers a second, shared by every probe)")
 	}
-	r := probes.New(probes.CRIRuntime(get, events), probes.WithRegisterer(reg))
+	r := probes.New(probes.CRIRuntime(get, events), append([]probes.Option{probes.WithRegisterer(reg)}, opts...)...)
 	r.Set(specs)
 	rctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -309,7 +349,8 @@ func lastBad(rs []probes.Result) []string {
 }
 
 // pacedPhase runs op from n loops, each once per period (the first at a
-// random point of the first period, as the runner's workers do), and
+// random point of the first period, and on the runner's default tick, as
+// the runner's workers do), and
 // measures one window after the warm-up. op reports success and, for
 // operations run in a child process, that process's CPU.
 func (e *podEnv) pacedPhase(ctx context.Context, t *testing.T, name, what string, n int, window time.Duration, op func(context.Context) (bool, time.Duration)) phase {
@@ -326,7 +367,7 @@ func (e *podEnv) pacedPhase(ctx context.Context, t *testing.T, name, what string
 			defer wg.Done()
 			next := time.Now().Add(rand.N(period))
 			for {
-				if !sleepUntil(lctx, next) {
+				if !sleepUntil(lctx, next.Round(probes.DefaultTick)) {
 					return
 				}
 				next = next.Add(period)
@@ -423,6 +464,12 @@ func report(t *testing.T, idle idleRate, idle0, idle1 phase, phases []phase, n, 
 	if p, ok := byName["runc-exec"]; ok {
 		bare = p.own / time.Duration(p.ops)
 	}
+	ratio := func(a, b time.Duration) string {
+		if b <= 0 {
+			return "n/a"
+		}
+		return fmt.Sprintf("%.2f", float64(a)/float64(b))
+	}
 	verdict := func(d time.Duration) string {
 		if d <= goalCPU {
 			return "meets"
@@ -431,21 +478,19 @@ func report(t *testing.T, idle idleRate, idle0, idle1 phase, phases []phase, n, 
 	}
 	fmt.Fprintf(&b, "\ngoal (issue 22): tcp and http <= %.1f ms of agent CPU per probe: tcp %.3f ms (%s), http %.3f ms (%s)\n",
 		ms(goalCPU), ms(tcpAgent), verdict(tcpAgent), ms(httpAgent), verdict(httpAgent))
+	tcpExact, _ := byName["tcp-exact"].net(idle)
+	httpExact, _ := byName["http-exact"].net(idle)
+	fmt.Fprintf(&b, "the runner's tick (workers woken every %v, probes due together share a wake-up) against waking each worker when due: tcp %s, http %s of the CPU\n",
+		probes.DefaultTick, ratio(tcpAgent, tcpExact), ratio(httpAgent, httpExact))
 	fmt.Fprintf(&b, "tcp and http probes also cost the runtime %.3f / %.3f ms each (the container lookup every probe starts with)\n", ms(tcpRT), ms(httpRT))
-	ratio := func(a, b time.Duration) string {
-		if b <= 0 {
-			return "n/a"
-		}
-		return fmt.Sprintf("%.2f", float64(a)/float64(b))
-	}
 	fmt.Fprintf(&b, "exec: agent %.3f ms + runtime %.3f ms = %.3f ms per probe; bare CRI ExecSync %.3f ms (agent %.3f); bare runc exec %.3f ms\n",
 		ms(execAgent), ms(execRT), ms(execTotal), ms(criTotal), ms(criAgent), ms(bare))
 	fmt.Fprintf(&b, "exec probe / bare runc exec: total %s, agent side alone %s; exec probe / bare CRI ExecSync: %s\n",
 		ratio(execTotal, bare), ratio(execAgent, bare), ratio(execTotal, criTotal))
 	fmt.Print(b.String())
 
-	fmt.Printf("RESULT bench=probecost tcp_cpu_ms=%.3f http_cpu_ms=%.3f exec_agent_cpu_ms=%.3f exec_total_cpu_ms=%.3f bare_exec_cpu_ms=%.3f exec_ratio=%s"+
+	fmt.Printf("RESULT bench=probecost tcp_cpu_ms=%.3f http_cpu_ms=%.3f tcp_exact_cpu_ms=%.3f http_exact_cpu_ms=%.3f exec_agent_cpu_ms=%.3f exec_total_cpu_ms=%.3f bare_exec_cpu_ms=%.3f exec_ratio=%s"+
 		" tcp_runtime_cpu_ms=%.3f http_runtime_cpu_ms=%.3f cri_exec_total_cpu_ms=%.3f goal_cpu_ms=%.1f probes=%d exec_probes=%d seconds=%d\n",
-		ms(tcpAgent), ms(httpAgent), ms(execAgent), ms(execTotal), ms(bare), ratio(execTotal, bare),
+		ms(tcpAgent), ms(httpAgent), ms(tcpExact), ms(httpExact), ms(execAgent), ms(execTotal), ms(bare), ratio(execTotal, bare),
 		ms(tcpRT), ms(httpRT), ms(criTotal), ms(goalCPU), n, nExec, int(window/time.Second))
 }
