@@ -4,7 +4,9 @@
 # in one run: rollingUpdateType Standard without pre-download, and
 # InPlaceIfPossible with pre-download through the agents' swarm. Prints
 # the total time, each node's unready time and the bytes fetched from the
-# registry, with one "RESULT bench=daemonset ..." line per scenario. Needs
+# registry, with one "RESULT bench=daemonset ..." line per scenario, and
+# for each in-place pod when each step of its update showed (new spec,
+# new container running and ready, InPlaceUpdateReady True, Ready). Needs
 # the cluster running Shoal (make up); SHOAL_BENCH_LAYER_MIB changes the
 # size of the new layer.
 set -euo pipefail

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 
 	"github.com/shoal-io/shoal/coordinator/workload/podstatus"
@@ -96,6 +97,14 @@ func InProgress(pod *corev1.Pod) bool {
 // own changes (its revision label, lifecycle state; nil for none) and
 // either the first batch of s is applied or, with graceSeconds > 0, s is
 // kept in the grace annotation for Refresh to apply when the period ends.
+//
+// The kubelet writes the pod's status as soon as it sees the condition
+// (Ready False), which makes the second write conflict more often than
+// not. That write is retried on a fresh copy of the pod, so that the pod
+// never stays not ready without an update on its way: Refresh would take
+// such a pod for a finished update and turn it ready again, and the
+// kubelet would put it back into Services just before its containers
+// restart.
 func (u *Updater) Start(ctx context.Context, pod *corev1.Pod, s *Spec, prepare func(*corev1.Pod), graceSeconds int32) error {
 	now := u.now()
 	p := pod.DeepCopy()
@@ -105,24 +114,41 @@ func (u *Updater) Start(ctx context.Context, pod *corev1.Pod, s *Spec, prepare f
 		if p, err = u.patchCondition(ctx, p); err != nil {
 			return fmt.Errorf("set %s False on pod %s: %w", wellknown.ConditionInPlaceUpdateReady, pod.Name, err)
 		}
+	}
+	attempt := 0
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if attempt++; attempt > 1 {
+			fresh, err := u.Client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if fresh.UID != pod.UID || !InProgress(fresh) {
+				// Another pod under the name, or the condition was reset:
+				// the workload starts over from what it sees next.
+				return fmt.Errorf("pod %s changed while its in-place update started; starting over", pod.Name)
+			}
+			p = fresh
+		}
 		p = p.DeepCopy()
-	}
-	if prepare != nil {
-		prepare(p)
-	}
-	if graceSeconds > 0 {
-		raw, err := json.Marshal(grace{Spec: s, UpdateTimestamp: metav1.NewMicroTime(now.Time), GraceSeconds: graceSeconds})
-		if err != nil {
-			return fmt.Errorf("encode in-place update grace: %w", err)
+		if prepare != nil {
+			prepare(p)
 		}
-		if p.Annotations == nil {
-			p.Annotations = map[string]string{}
+		if graceSeconds > 0 {
+			raw, err := json.Marshal(grace{Spec: s, UpdateTimestamp: metav1.NewMicroTime(now.Time), GraceSeconds: graceSeconds})
+			if err != nil {
+				return fmt.Errorf("encode in-place update grace: %w", err)
+			}
+			if p.Annotations == nil {
+				p.Annotations = map[string]string{}
+			}
+			p.Annotations[wellknown.AnnotationInPlaceUpdateGrace] = string(raw)
+		} else if err := applyBatch(p, s, now); err != nil {
+			return err
 		}
-		p.Annotations[wellknown.AnnotationInPlaceUpdateGrace] = string(raw)
-	} else if err := applyBatch(p, s, now); err != nil {
+		_, err := u.Client.CoreV1().Pods(p.Namespace).Update(ctx, p, metav1.UpdateOptions{})
 		return err
-	}
-	if _, err := u.Client.CoreV1().Pods(p.Namespace).Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+	})
+	if err != nil {
 		return fmt.Errorf("update pod %s in place to %s: %w", pod.Name, s.Revision, err)
 	}
 	return nil

@@ -8,9 +8,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/shoal-io/shoal/coordinator/workload/podstatus"
@@ -309,4 +312,64 @@ func TestRestartWithCRR(t *testing.T) {
 	_, err = restart(t.Context(), pod, st, []string{"nginx"})
 	require.NoError(t, err)
 	require.Len(t, list(), 2, "a later batch gets its own request")
+}
+
+// TestUpdaterStartRetriesAConflictingWrite: the kubelet writes the pod's
+// status as soon as it sees InPlaceUpdateReady False, so Start's second
+// write often conflicts. Start retries it on a fresh copy; the pod never
+// stays not ready without its update, which a Refresh would take for a
+// finished one and turn ready again just before its containers restart.
+func TestUpdaterStartRetriesAConflictingWrite(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		conflicts int
+		reset     bool // the condition is reset between the writes
+		wantErr   string
+	}{
+		{name: "one conflict", conflicts: 1},
+		{name: "three conflicts", conflicts: 3},
+		{name: "condition reset meanwhile: starts over", conflicts: 1, reset: true, wantErr: "starting over"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newUpdaterHarness(t, running(container("nginx", "nginx:1.25")))
+			from := template(map[string]string{"app": "web"}, container("nginx", "nginx:1.25"))
+			to := template(map[string]string{"app": "web"}, container("nginx", "nginx:1.26"))
+			s, err := Calculate(from, to, "web-r2")
+			require.NoError(t, err)
+
+			left := tc.conflicts
+			h.client.PrependReactor("update", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				if a.GetSubresource() != "" || left == 0 {
+					return false, nil, nil
+				}
+				left--
+				if tc.reset {
+					// Someone set the condition True between the writes
+					// (through the tracker: the client's lock is held here).
+					obj, err := h.client.Tracker().Get(corev1.SchemeGroupVersion.WithResource("pods"), "ns", "web-1")
+					require.NoError(t, err)
+					p := obj.(*corev1.Pod).DeepCopy()
+					podstatus.SetCondition(p, wellknown.ConditionInPlaceUpdateReady, corev1.ConditionTrue, "", "", h.clock.Now())
+					require.NoError(t, h.client.Tracker().Update(corev1.SchemeGroupVersion.WithResource("pods"), p, "ns"))
+				}
+				return true, nil, apierrors.NewConflict(corev1.Resource("pods"), "web-1", fmt.Errorf("the object has been modified"))
+			})
+			err = h.u.Start(t.Context(), h.get(), s, func(p *corev1.Pod) { p.Labels[wellknown.LabelControllerRevisionHash] = "web-r2" }, 0)
+			if tc.wantErr != "" {
+				require.ErrorContains(t, err, tc.wantErr)
+				require.Equal(t, "nginx:1.25", h.get().Spec.Containers[0].Image, "nothing applied")
+				return
+			}
+			require.NoError(t, err)
+			pod := h.get()
+			require.Equal(t, corev1.ConditionFalse, readyCondition(pod))
+			require.Equal(t, "nginx:1.26", pod.Spec.Containers[0].Image)
+			require.Equal(t, "web-r2", pod.Labels[wellknown.LabelControllerRevisionHash])
+			_, ok, err := ReadState(pod)
+			require.NoError(t, err)
+			require.True(t, ok)
+			require.False(t, h.refresh().Done, "the update is on its way, not taken for a finished one")
+			require.Equal(t, corev1.ConditionFalse, readyCondition(h.get()))
+		})
+	}
 }

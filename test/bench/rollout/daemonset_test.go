@@ -36,6 +36,7 @@ type dsResult struct {
 	total         time.Duration
 	unready       map[string]time.Duration // by node
 	registryBytes float64
+	stages        []podStages // in-place only: where each pod's unready time went
 }
 
 // TestDaemonSetRolloutBenchmark updates an Advanced DaemonSet on every
@@ -50,7 +51,9 @@ type dsResult struct {
 // the total time, each node's unready time (from its pod leaving Ready to
 // a pod on that node being Ready again) and the blob bytes the registry
 // served (the nodes pull through their agent, the registry mirror, so the
-// swarm fetches each layer once).
+// swarm fetches each layer once). For the in-place run it also prints, per
+// pod, when each step of the update showed (stageWatch): where the unready
+// time goes.
 //
 //	make bench-daemonset   (the cluster must run Shoal)
 func TestDaemonSetRolloutBenchmark(t *testing.T) {
@@ -80,6 +83,7 @@ func TestDaemonSetRolloutBenchmark(t *testing.T) {
 		for _, n := range nodes {
 			fmt.Printf("    %-22s unready %s\n", n, r.unready[n].Round(10*time.Millisecond))
 		}
+		fmt.Print(formatStages(r.stages))
 		fmt.Printf("RESULT bench=daemonset scenario=%s nodes=%d layer_mib=%d total_s=%.1f unready_p50_s=%.2f unready_max_s=%.2f registry_mib=%.1f registry_x=%.2f\n",
 			r.name, len(r.unready), *flagLayerMiB, r.total.Seconds(), percentile(ds, 50).Seconds(), percentile(ds, 100).Seconds(), r.registryBytes/(1<<20), r.registryBytes/layer)
 	}
@@ -126,6 +130,7 @@ func runDaemonSet(t *testing.T, scenario string, inPlace bool) dsResult {
 	require.NoError(t, waitDaemonSet(ctx, f, ""), "the first rollout")
 
 	w := watchPods(ctx, t, f, "bench-ds")
+	sw := watchStages(ctx, t, f, "bench-ds", image)
 	before := servedBytes(reg)
 	start := time.Now()
 	patchImage(ctx, t, func() error {
@@ -138,7 +143,7 @@ func runDaemonSet(t *testing.T, scenario string, inPlace bool) dsResult {
 		return err
 	})
 	require.NoError(t, waitDaemonSet(ctx, f, image), "the image rollout")
-	r := dsResult{name: scenario, total: time.Since(start), unready: unreadyByNode(w.stop())}
+	r := dsResult{name: scenario, total: time.Since(start), unready: unreadyByNode(w.stop()), stages: sw.stop()}
 	r.registryBytes = servedBytes(reg) - before
 	require.NotEmpty(t, r.unready, "pods went unready and back")
 	t.Logf("%s: total %s, unready by node %v, registry bytes %.0f", scenario, r.total, r.unready, r.registryBytes)
