@@ -322,52 +322,68 @@ type podWatch struct {
 	mu          sync.Mutex
 	ready       map[string]bool // by pod UID
 	transitions []transition
-	cancel      context.CancelFunc
-	done        chan struct{}
+	stopWatch   func()
 }
 
 // watchPods starts recording the readiness changes of the pods labelled
 // app=<app>.
 func watchPods(ctx context.Context, t *testing.T, f *framework.Framework, app string) *podWatch {
 	t.Helper()
-	selector := "app=" + app
-	list, err := f.Kube.CoreV1().Pods(f.Namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
-	require.NoError(t, err)
-	w := &podWatch{ready: map[string]bool{}, done: make(chan struct{})}
-	for _, p := range list.Items {
-		w.ready[string(p.UID)] = serving(&p)
-	}
-	wctx, cancel := context.WithCancel(ctx)
-	w.cancel = cancel
-	watcher, err := f.Kube.CoreV1().Pods(f.Namespace).Watch(wctx, metav1.ListOptions{LabelSelector: selector, ResourceVersion: list.ResourceVersion})
-	require.NoError(t, err)
-	go func() {
-		defer close(w.done)
-		defer watcher.Stop()
-		for ev := range watcher.ResultChan() {
-			p, ok := ev.Object.(*corev1.Pod)
-			if !ok {
-				continue
-			}
-			is := ev.Type != watch.Deleted && serving(p)
+	w := &podWatch{ready: map[string]bool{}}
+	w.stopWatch = watchAppPods(ctx, t, f, app,
+		func(p *corev1.Pod) { w.ready[string(p.UID)] = serving(p) },
+		func(ev watch.EventType, p *corev1.Pod) {
+			is := ev != watch.Deleted && serving(p)
 			w.mu.Lock()
+			defer w.mu.Unlock()
 			if was := w.ready[string(p.UID)]; was != is {
 				w.transitions = append(w.transitions, transition{at: time.Now(), node: p.Spec.NodeName, serving: is})
 			}
 			w.ready[string(p.UID)] = is
-			w.mu.Unlock()
-		}
-	}()
+		})
 	return w
 }
 
 // stop ends the watch and returns the transitions, oldest first.
 func (w *podWatch) stop() []transition {
-	w.cancel()
-	<-w.done
+	w.stopWatch()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.transitions
+}
+
+// watchAppPods lists the namespace's pods labelled app=<app> and hands
+// each to seed, then watches them from that list on and hands every change
+// to each, in order, from one goroutine. The returned stop ends the watch
+// and waits for the last call.
+func watchAppPods(ctx context.Context, t *testing.T, f *framework.Framework, app string, seed func(*corev1.Pod), each func(watch.EventType, *corev1.Pod)) (stop func()) {
+	t.Helper()
+	selector := "app=" + app
+	list, err := f.Kube.CoreV1().Pods(f.Namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	require.NoError(t, err)
+	for i := range list.Items {
+		seed(&list.Items[i])
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	watcher, err := f.Kube.CoreV1().Pods(f.Namespace).Watch(wctx, metav1.ListOptions{LabelSelector: selector, ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		cancel()
+		require.NoError(t, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer watcher.Stop()
+		for ev := range watcher.ResultChan() {
+			if p, ok := ev.Object.(*corev1.Pod); ok {
+				each(ev.Type, p)
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // stopsAndStarts are the times pods stopped and started serving since.

@@ -11,9 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/shoal-io/shoal/protocol/apis/wellknown"
 	"github.com/shoal-io/shoal/test/e2e/framework"
@@ -39,40 +38,27 @@ var stageNames = [numStages]string{"not ready", "new spec", "new container runni
 // container 0 to image was first seen in a watch of the pods labelled
 // app=<app>: where a pod's unready time goes.
 type stageWatch struct {
-	image  string
-	mu     sync.Mutex
-	first  map[string]string                // pod UID: container 0's ID at the start
-	seen   map[string]*[numStages]time.Time // pod UID: when each stage was first seen
-	closed map[string]bool                  // pod UID: InPlaceUpdateReady was seen False
-	node   map[string]string                // pod UID: its node
-	cancel context.CancelFunc
-	done   chan struct{}
+	image     string
+	mu        sync.Mutex
+	first     map[string]string                // pod UID: container 0's ID at the start
+	seen      map[string]*[numStages]time.Time // pod UID: when each stage was first seen
+	closed    map[string]bool                  // pod UID: InPlaceUpdateReady was seen False
+	node      map[string]string                // pod UID: its node
+	stopWatch func()
 }
 
+// watchStages starts recording the stages of the in-place updates to image
+// of the pods labelled app=<app> that run now.
 func watchStages(ctx context.Context, t *testing.T, f *framework.Framework, app, image string) *stageWatch {
 	t.Helper()
-	selector := "app=" + app
-	list, err := f.Kube.CoreV1().Pods(f.Namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
-	require.NoError(t, err)
-	w := &stageWatch{image: image, first: map[string]string{}, seen: map[string]*[numStages]time.Time{}, closed: map[string]bool{}, node: map[string]string{}, done: make(chan struct{})}
-	for _, p := range list.Items {
-		if len(p.Status.ContainerStatuses) > 0 {
-			w.first[string(p.UID)] = p.Status.ContainerStatuses[0].ContainerID
-		}
-	}
-	wctx, cancel := context.WithCancel(ctx)
-	w.cancel = cancel
-	watcher, err := f.Kube.CoreV1().Pods(f.Namespace).Watch(wctx, metav1.ListOptions{LabelSelector: selector, ResourceVersion: list.ResourceVersion})
-	require.NoError(t, err)
-	go func() {
-		defer close(w.done)
-		defer watcher.Stop()
-		for ev := range watcher.ResultChan() {
-			if p, ok := ev.Object.(*corev1.Pod); ok {
-				w.observe(p, time.Now())
+	w := &stageWatch{image: image, first: map[string]string{}, seen: map[string]*[numStages]time.Time{}, closed: map[string]bool{}, node: map[string]string{}}
+	w.stopWatch = watchAppPods(ctx, t, f, app,
+		func(p *corev1.Pod) {
+			if len(p.Status.ContainerStatuses) > 0 {
+				w.first[string(p.UID)] = p.Status.ContainerStatuses[0].ContainerID
 			}
-		}
-	}()
+		},
+		func(_ watch.EventType, p *corev1.Pod) { w.observe(p, time.Now()) })
 	return w
 }
 
@@ -133,8 +119,7 @@ type podStages struct {
 // stop ends the watch and returns the stages of every pod that went
 // through all of them, by node name.
 func (w *stageWatch) stop() []podStages {
-	w.cancel()
-	<-w.done
+	w.stopWatch()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var out []podStages
