@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	criremote "k8s.io/cri-client/pkg"
 	"k8s.io/utils/ptr"
@@ -119,17 +120,24 @@ func layerTotal(t *testing.T, reg *framework.Registry, ref string, nodes []corev
 	return n
 }
 
-// removeImage removes an image from a node's runtime through its CRI
-// socket (reached through the node's containerd process: the node's /run
-// is its own).
+// nodeImages is node's CRI image service, reached through the node's
+// containerd process (the node's /run is its own).
+func nodeImages(ctx context.Context, cfg *cluster.Config, node string) (internalapi.ImageManagerService, error) {
+	st, err := cluster.NodeStatus(ctx, cfg, node)
+	if err != nil {
+		return nil, err
+	}
+	pid := st["containerd"]
+	if pid <= 0 {
+		return nil, fmt.Errorf("containerd of %s is not running", node)
+	}
+	return criremote.NewRemoteImageService(ctx, fmt.Sprintf("unix:///proc/%d/root%s", pid, cluster.ContainerdSocket), 10*time.Second, nil, false)
+}
+
+// removeImage removes an image from a node's runtime.
 func removeImage(ctx context.Context, t *testing.T, cfg *cluster.Config, node, ref string) {
 	t.Helper()
-	st, err := cluster.NodeStatus(ctx, cfg, node)
-	require.NoError(t, err)
-	pid := st["containerd"]
-	require.Positive(t, pid, "containerd of %s is not running", node)
-	endpoint := fmt.Sprintf("unix:///proc/%d/root%s", pid, cluster.ContainerdSocket)
-	is, err := criremote.NewRemoteImageService(ctx, endpoint, 10*time.Second, nil, false)
+	is, err := nodeImages(ctx, cfg, node)
 	require.NoError(t, err)
 	require.NoError(t, is.RemoveImage(ctx, &runtimeapi.ImageSpec{Image: ref}))
 	img, err := is.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: ref}, false)

@@ -19,7 +19,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	criremote "k8s.io/cri-client/pkg"
 	"k8s.io/utils/ptr"
 
 	"github.com/shoal-io/shoal/coordinator/imagepull/pullview"
@@ -153,18 +152,9 @@ func (s *soak) imageInRuntime(ctx context.Context, node, ref, digest string) err
 	return nil
 }
 
-// runtimeImageDigests asks node's containerd (through its process: the
-// node's /run is its own) for ref's repo digests.
+// runtimeImageDigests asks node's containerd for ref's repo digests.
 func runtimeImageDigests(ctx context.Context, cfg *cluster.Config, node, ref string) ([]string, error) {
-	st, err := cluster.NodeStatus(ctx, cfg, node)
-	if err != nil {
-		return nil, err
-	}
-	pid := st["containerd"]
-	if pid <= 0 {
-		return nil, fmt.Errorf("containerd of %s is not running", node)
-	}
-	is, err := criremote.NewRemoteImageService(ctx, fmt.Sprintf("unix:///proc/%d/root%s", pid, cluster.ContainerdSocket), 10*time.Second, nil, false)
+	is, err := nodeImages(ctx, cfg, node)
 	if err != nil {
 		return nil, err
 	}
