@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net/http"
 	"reflect"
 	"slices"
 	"strconv"
@@ -119,7 +120,8 @@ var (
 	_ Handler = (*WorkloadSpreadAdmission)(nil).Validate
 )
 
-// Pod handles the pod requests; it never denies one.
+// Pod handles the pod requests. It denies only a CREATE it could not
+// place in time (see below), so that the create is retried.
 //
 // CREATE: a pod (active, with a controller, not placed already) whose
 // workload a WorkloadSpread targets goes to a subset: for a StatefulSet by
@@ -127,8 +129,10 @@ var (
 // subset with room (spread.RecordCreate) after recording it in the
 // status. The pod is patched (spread.Inject) to carry the subset's node
 // affinity, tolerations, patch and the matched-workloadspread annotation.
-// With no subset with room, or when the status cannot be written, the
-// pod is left unchanged.
+// With no subset with room the pod is left unchanged. When the status
+// cannot be written (a slow or failing API, conflicts past
+// wsWriteAttempts), the create is refused with a message that asks for a
+// retry: the workload's controller creates the pod again.
 //
 // DELETE and pods/eviction CREATE: an active pod placed by a
 // WorkloadSpread is recorded in its subset's deletingPods, and the
@@ -199,8 +203,18 @@ func (a *WorkloadSpreadAdmission) create(ctx context.Context, req *admissionv1.A
 	log = log.WithValues("workloadSpread", ws.Name)
 	subset, uid, err := a.place(ctx, ws, pod, dryRun)
 	if err != nil {
-		log.Error(err, "Place a new pod in a subset of its WorkloadSpread; the pod is created unchanged")
-		return nil
+		// Created unchanged, the pod would stay outside every subset for
+		// good; refused, it is created again by its workload's controller
+		// a moment later, as OpenKruise's webhook has it.
+		log.Error(err, "Place a new pod in a subset of its WorkloadSpread; the create is refused, to be retried")
+		// 429 with a Retry-After: client-go itself tries again a second
+		// later, and no controller takes the refusal for a write that may
+		// have happened (as it would a 500).
+		return &admissionv1.AdmissionResponse{Allowed: false, Result: &metav1.Status{
+			Status: metav1.StatusFailure, Code: http.StatusTooManyRequests, Reason: metav1.StatusReasonTooManyRequests,
+			Message: fmt.Sprintf("WorkloadSpread %s/%s could not place the pod in a subset in time (%v); retry", ws.Namespace, ws.Name, err),
+			Details: &metav1.StatusDetails{RetryAfterSeconds: 1},
+		}}
 	}
 	if subset == "" {
 		log.V(2).Info("No subset of the WorkloadSpread has room; the pod is created unchanged")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -225,14 +226,20 @@ func TestWorkloadSpreadPodCreateConflict(t *testing.T) {
 	require.Equal(t, `{"name":"ws","subset":"b"}`, pod.Annotations[wellknown.AnnotationMatchedWorkloadSpread], "re-read: a is full")
 }
 
-func TestWorkloadSpreadPodCreateFailsOpen(t *testing.T) {
+func TestWorkloadSpreadPodCreateUnplacedIsRetried(t *testing.T) {
 	h := newWSHarness(t, wsSpread())
 	h.shoal.PrependReactor("update", "workloadspreads", func(clienttesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewServiceUnavailable("etcd down")
 	})
 	raw := wsPodRaw(t, "web-1")
 	resp := h.a.Pod(context.Background(), wsCreate(raw))
-	require.Nil(t, resp, "allowed unchanged")
+	require.NotNil(t, resp)
+	require.False(t, resp.Allowed, "a pod created unplaced would stay outside the subsets; its workload retries instead")
+	require.Equal(t, int32(http.StatusTooManyRequests), resp.Result.Code, "not a 500: the create surely did not happen")
+	require.Equal(t, int32(1), resp.Result.Details.RetryAfterSeconds)
+	require.Contains(t, resp.Result.Message, "WorkloadSpread ns/ws could not place the pod in a subset in time")
+	require.Contains(t, resp.Result.Message, "etcd down")
+	require.Contains(t, resp.Result.Message, "retry")
 
 	// A dry run writes nothing but places the pod.
 	h2 := newWSHarness(t, wsSpread())
