@@ -13,15 +13,26 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
-// PollInterval is how often the wait helpers check their condition.
+// PollInterval is how often the wait helpers check their condition, at
+// most (see pollEvery).
 const PollInterval = time.Second
 
-// WaitFor checks cond every PollInterval, the first time at once, until it
-// returns true (nil), returns an error (that error), or timeout passes or
-// ctx ends (an error saying so). An error of cond that only says the
-// deadline came during the call counts as the timeout.
+// pollEvery is how often WaitFor checks within timeout: PollInterval, or
+// a twentieth of a shorter window (at least 50 ms). A check each second
+// would leave "within 2 s" (OpenKruise's cases poll such windows every
+// 10 ms) with checks at 0 and 1 s only: the poller's deadline races the
+// check that is due at 2 s, so the window the test enforced was shorter
+// than the one it names.
+func pollEvery(timeout time.Duration) time.Duration {
+	return min(PollInterval, max(timeout/20, 50*time.Millisecond))
+}
+
+// WaitFor checks cond every pollEvery(timeout), the first time at once,
+// until it returns true (nil), returns an error (that error), or timeout
+// passes or ctx ends (an error saying so). An error of cond that only says
+// the deadline came during the call counts as the timeout.
 func WaitFor(ctx context.Context, timeout time.Duration, cond func(ctx context.Context) (bool, error)) error {
-	return wait.PollUntilContextTimeout(ctx, PollInterval, timeout, true, func(ctx context.Context) (bool, error) {
+	return wait.PollUntilContextTimeout(ctx, pollEvery(timeout), timeout, true, func(ctx context.Context) (bool, error) {
 		done, err := cond(ctx)
 		if err != nil && ctx.Err() != nil {
 			return false, nil // the poller returns ctx's error
