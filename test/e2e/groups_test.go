@@ -48,6 +48,7 @@ var serialTests = []string{
 	"TestHelmUpgradeKeepsWork",
 	"TestWorkloadsAdoptOpenKruisePods",
 	"TestSidecarSetAdoptsOpenKruiseInjectedPods",
+	"TestCloneSetScalingMinReadyAndScaleStrategy",
 	"TestSoak",
 }
 
