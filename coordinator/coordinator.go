@@ -81,6 +81,7 @@ import (
 	"github.com/shoal-io/shoal/coordinator/workloadspread/spread"
 	"github.com/shoal-io/shoal/internal/apimetrics"
 	"github.com/shoal-io/shoal/internal/httpserve"
+	"github.com/shoal-io/shoal/internal/kubeclient"
 	"github.com/shoal-io/shoal/protocol/apis/apps/conversion"
 	"github.com/shoal-io/shoal/protocol/apis/apps/v1alpha1"
 	"github.com/shoal-io/shoal/protocol/apis/apps/v1beta1"
@@ -158,7 +159,9 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("register API request metrics: %w", err)
 	}
 	apiRequests.Instrument(cfg)
-	client, err := kubernetes.NewForConfig(cfg)
+	// Built-in types in protobuf (kubeclient.Protobuf); Shoal's own kinds,
+	// CRDs and the dynamic client in JSON.
+	client, err := kubernetes.NewForConfig(kubeclient.Protobuf(cfg))
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
@@ -215,7 +218,7 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("event scheme: %w", err)
 	}
 	// Events have a client (and rate limiter) of their own.
-	eventClient, err := kubernetes.NewForConfig(rest.CopyConfig(cfg))
+	eventClient, err := kubernetes.NewForConfig(kubeclient.Protobuf(cfg))
 	if err != nil {
 		return fmt.Errorf("kubernetes client for events: %w", err)
 	}
