@@ -82,6 +82,7 @@ import (
 	"github.com/shoal-io/shoal/internal/apimetrics"
 	"github.com/shoal-io/shoal/internal/httpserve"
 	"github.com/shoal-io/shoal/internal/kubeclient"
+	"github.com/shoal-io/shoal/internal/queuemetrics"
 	"github.com/shoal-io/shoal/protocol/apis/apps/conversion"
 	"github.com/shoal-io/shoal/protocol/apis/apps/v1alpha1"
 	"github.com/shoal-io/shoal/protocol/apis/apps/v1beta1"
@@ -159,6 +160,10 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("register API request metrics: %w", err)
 	}
 	apiRequests.Instrument(cfg)
+	// Before any controller makes its queue.
+	if err := queuemetrics.Register("shoal_coordinator", reg); err != nil {
+		return fmt.Errorf("register work queue metrics: %w", err)
+	}
 	// Built-in types in protobuf (kubeclient.Protobuf); Shoal's own kinds,
 	// CRDs and the dynamic client in JSON.
 	client, err := kubernetes.NewForConfig(kubeclient.Protobuf(cfg))

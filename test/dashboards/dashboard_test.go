@@ -52,6 +52,7 @@ import (
 	"github.com/shoal-io/shoal/imagewarm/placement"
 	"github.com/shoal-io/shoal/imagewarm/tracker"
 	"github.com/shoal-io/shoal/internal/apimetrics"
+	"github.com/shoal-io/shoal/internal/queuemetrics"
 	"github.com/shoal-io/shoal/probes"
 	shoalfake "github.com/shoal-io/shoal/protocol/client/clientset/versioned/fake"
 	shoalinformers "github.com/shoal-io/shoal/protocol/client/informers/externalversions"
@@ -378,6 +379,7 @@ func coordinatorMetrics(t *testing.T) *recordingRegisterer {
 	// The prefix coordinator.Run gives apimetrics.New.
 	_, err := apimetrics.New("shoal_coordinator", reg)
 	must("API request", err)
+	must("work queue", queuemetrics.Register("shoal_coordinator", reg))
 	_, err = certs.NewManager(&certs.Authority{}, isLeader, reg)
 	must("CA expiry", err)
 	writer, err := statuswriter.New(statuswriter.Options{Registerer: reg})
