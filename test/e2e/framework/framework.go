@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 const (
@@ -94,6 +95,12 @@ func (f *Framework) cleanup() {
 }
 
 // DeleteNamespace deletes namespace ns and waits until it is gone.
+//
+// Its pods go at once (grace period 0): the test is over, and their
+// grace periods and preStop hooks (30 s for a process that ignores
+// SIGTERM, more for the hook tests) would only hold the namespace, and
+// with it the test's place in its group. The namespace is deleted first,
+// so no controller can create their replacements.
 func (c *Clients) DeleteNamespace(ctx context.Context, ns string, timeout time.Duration) error {
 	err := c.Kube.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
 	if apierrors.IsNotFound(err) {
@@ -102,6 +109,9 @@ func (c *Clients) DeleteNamespace(ctx context.Context, ns string, timeout time.D
 	if err != nil {
 		return fmt.Errorf("delete namespace %s: %w", ns, err)
 	}
+	// Best effort: a pod a budget still protects, or one already gone, is
+	// left to the namespace controller.
+	_ = c.Kube.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{})
 	var phase corev1.NamespacePhase
 	err = WaitFor(ctx, timeout, func(ctx context.Context) (bool, error) {
 		got, err := c.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
