@@ -180,7 +180,7 @@ func (c *Controller) HasSynced() bool {
 
 // Run processes the queue until ctx ends.
 func (c *Controller) Run(ctx context.Context) error {
-	syncloop.Run(ctx, c.Queue, 2, "CloneSet", c.sync)
+	syncloop.Run(ctx, c.Queue, workload.Workers, "CloneSet", c.sync)
 	return nil
 }
 

@@ -158,7 +158,7 @@ func (c *Controller) HasSynced() bool {
 
 // Run processes the queue until ctx ends.
 func (c *Controller) Run(ctx context.Context) error {
-	syncloop.Run(ctx, c.Queue, 2, "StatefulSet", c.sync)
+	syncloop.Run(ctx, c.Queue, workload.Workers, "StatefulSet", c.sync)
 	return nil
 }
 

@@ -151,7 +151,7 @@ func (c *Controller) Resync() {
 
 // Run processes the queue until ctx ends.
 func (c *Controller) Run(ctx context.Context) error {
-	syncloop.Run(ctx, c.queue, 2, "UnitedDeployment", c.sync)
+	syncloop.Run(ctx, c.queue, workload.Workers, "UnitedDeployment", c.sync)
 	return nil
 }
 
