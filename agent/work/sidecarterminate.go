@@ -35,8 +35,11 @@ const (
 	// new phase, and the kubelet must have seen that phase too before the
 	// sidecar exits, or it would compute the phase from the sidecar's
 	// exit code (see coordinator/sidecarterminator). The kubelet usually
-	// stops them itself in that time.
-	defaultIgnoreExitCodeSettle = time.Second
+	// stops them itself well within it, so the wait only delays the
+	// fallback. It was 1 s until a run of the e2e parallel group (2 cores
+	// at over 90% CPU) saw a kubelet whose watch lagged more than that:
+	// the pod ended Failed.
+	defaultIgnoreExitCodeSettle = 5 * time.Second
 	// maxSidecarStops bounds how often one sidecar is stopped: under
 	// restartPolicy OnFailure the kubelet restarts a sidecar that exited
 	// non-zero, and the agent stops each new instance until this many.

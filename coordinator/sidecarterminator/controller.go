@@ -51,7 +51,7 @@
 //     the kubelet's watch delivers the same change about as fast, and
 //     the kubelet then starts terminating the pod itself, stopping the
 //     remaining sidecars with the pod's grace;
-//  4. the agent waits a moment more (1 s) and stops whatever of those
+//  4. the agent waits a moment more (5 s) and stops whatever of those
 //     sidecars still runs. From then on the kubelet keeps the phase
 //     written in step 2, whatever the sidecars' exit codes.
 //
