@@ -612,9 +612,15 @@ func TestCloneSetInPlaceUpdateHookAndGrace(t *testing.T) {
 	notReadyAt := grace.UpdateTimestamp.Time
 	require.False(t, started.Before(notReadyAt.Add(3*time.Second).Truncate(time.Second)),
 		"the image was applied in the second of %s, the pod went not ready at %s (grace 3 s)", started.Format(time.RFC3339), notReadyAt.Format(time.RFC3339Nano))
-	evs, err := f.Kube.EventsV1().Events(f.Namespace).List(ctx, metav1.ListOptions{})
-	require.NoError(t, err)
-	require.True(t, slices.ContainsFunc(evs.Items, func(e eventsv1.Event) bool { return e.Reason == "StartUpdatePodInPlace" }), "a StartUpdatePodInPlace event")
+	// Events are written in the background: wait for it.
+	err = framework.WaitFor(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
+		evs, err := f.Kube.EventsV1().Events(f.Namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		return slices.ContainsFunc(evs.Items, func(e eventsv1.Event) bool { return e.Reason == "StartUpdatePodInPlace" }), nil
+	})
+	require.NoError(t, err, "a StartUpdatePodInPlace event")
 
 	patch = []byte(`{"metadata":{"labels":{"` + hold + `":"true"}}}`)
 	_, err = f.Kube.CoreV1().Pods(f.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
