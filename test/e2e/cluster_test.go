@@ -56,9 +56,23 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
+	// The serial group runs one test at a time: a test's cleanup does not
+	// wait for its namespace to go, the suite waits for all at the end.
+	serialGroup := os.Getenv("SHOAL_E2E_GROUP") == "serial"
+	if serialGroup {
+		framework.DeferNamespaceWaits()
+	}
 	code := m.Run()
 
 	clients, err := framework.NewClients(cfg)
+	if err == nil && serialGroup {
+		ctx, cancel := context.WithTimeout(context.Background(), framework.NamespaceDeleteTimeout+10*time.Second)
+		if err := clients.WaitNamespacesGone(ctx, framework.NamespaceDeleteTimeout); err != nil {
+			fmt.Fprintf(os.Stderr, "FAIL: after the suite: %v\n", err)
+			code = 1
+		}
+		cancel()
+	}
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		err = clients.CheckNoRestarts(ctx, shoalSystemNamespace)

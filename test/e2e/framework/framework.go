@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,6 +29,21 @@ const (
 	ArtifactsTimeout = 2 * time.Minute
 )
 
+// awaitNamespaceDeletion says whether a test's cleanup waits for its
+// namespace to be gone (see DeferNamespaceWaits).
+var awaitNamespaceDeletion atomic.Bool
+
+func init() { awaitNamespaceDeletion.Store(true) }
+
+// DeferNamespaceWaits makes the tests' cleanups start the deletion of
+// their namespaces without waiting for it; WaitNamespacesGone then waits
+// for all of them at once. For a group that runs one test at a time,
+// where each wait (10 s and more: the namespace controller goes through
+// every resource type, and finalizers wait for their controllers) only
+// holds up the next test. A parallel group keeps the waits: they bound
+// how many namespaces are torn down at once.
+func DeferNamespaceWaits() { awaitNamespaceDeletion.Store(false) }
+
 // Framework is one test's handle on the cluster: the clients, the Config,
 // and a namespace of its own that is deleted when the test ends.
 type Framework struct {
@@ -49,7 +65,8 @@ type Framework struct {
 
 // New loads the Config, builds the clients and creates a namespace for t.
 // It registers a cleanup that, if t failed, collects artifacts first and
-// then deletes the namespace and waits (bounded) until it is gone.
+// then deletes the namespace and waits (bounded) until it is gone
+// (unless DeferNamespaceWaits).
 func New(t testing.TB) *Framework {
 	t.Helper()
 	cfg, err := Load()
@@ -89,31 +106,46 @@ func (f *Framework) cleanup() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), NamespaceDeleteTimeout+10*time.Second)
 	defer cancel()
+	if !awaitNamespaceDeletion.Load() {
+		if err := f.StartNamespaceDeletion(ctx, f.Namespace); err != nil {
+			f.t.Errorf("cleanup: %v", err)
+		}
+		return
+	}
 	if err := f.DeleteNamespace(ctx, f.Namespace, NamespaceDeleteTimeout); err != nil {
 		f.t.Errorf("cleanup: %v", err)
 	}
 }
 
-// DeleteNamespace deletes namespace ns and waits until it is gone.
-//
-// Its pods go at once (grace period 0): the test is over, and their
-// grace periods and preStop hooks (30 s for a process that ignores
-// SIGTERM, more for the hook tests) would only hold the namespace, and
-// with it the test's place in its group. The namespace is deleted first,
-// so no controller can create their replacements.
-func (c *Clients) DeleteNamespace(ctx context.Context, ns string, timeout time.Duration) error {
-	err := c.Kube.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
+// WaitNamespacesGone waits (bounded by timeout) until no namespace the
+// framework created is left, and names those that are.
+func (c *Clients) WaitNamespacesGone(ctx context.Context, timeout time.Duration) error {
+	var left []string
+	err := WaitFor(ctx, timeout, func(ctx context.Context) (bool, error) {
+		list, err := c.Kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: LabelE2E + "=true"})
+		if err != nil {
+			return false, err
+		}
+		left = left[:0]
+		for _, ns := range list.Items {
+			left = append(left, ns.Name)
+		}
+		return len(left) == 0, nil
+	})
 	if err != nil {
-		return fmt.Errorf("delete namespace %s: %w", ns, err)
+		return fmt.Errorf("test namespaces not gone within %v: %s: %w", timeout, strings.Join(left, ", "), err)
 	}
-	// Best effort: a pod a budget still protects, or one already gone, is
-	// left to the namespace controller.
-	_ = c.Kube.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{})
+	return nil
+}
+
+// DeleteNamespace deletes namespace ns (StartNamespaceDeletion) and waits
+// until it is gone.
+func (c *Clients) DeleteNamespace(ctx context.Context, ns string, timeout time.Duration) error {
+	if err := c.StartNamespaceDeletion(ctx, ns); err != nil {
+		return err
+	}
 	var phase corev1.NamespacePhase
-	err = WaitFor(ctx, timeout, func(ctx context.Context) (bool, error) {
+	err := WaitFor(ctx, timeout, func(ctx context.Context) (bool, error) {
 		got, err := c.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return true, nil
@@ -127,6 +159,27 @@ func (c *Clients) DeleteNamespace(ctx context.Context, ns string, timeout time.D
 	if err != nil {
 		return fmt.Errorf("namespace %s not gone (phase %q): %w", ns, phase, err)
 	}
+	return nil
+}
+
+// StartNamespaceDeletion deletes namespace ns without waiting for it.
+//
+// Its pods go at once (grace period 0): the test is over, and their
+// grace periods and preStop hooks (30 s for a process that ignores
+// SIGTERM, more for the hook tests) would only hold the namespace, and
+// with it the test's place in its group. The namespace is deleted first,
+// so no controller can create their replacements.
+func (c *Clients) StartNamespaceDeletion(ctx context.Context, ns string) error {
+	err := c.Kube.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("delete namespace %s: %w", ns, err)
+	}
+	// Best effort: a pod a budget still protects, or one already gone, is
+	// left to the namespace controller.
+	_ = c.Kube.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{})
 	return nil
 }
 
