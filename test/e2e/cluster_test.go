@@ -38,11 +38,12 @@ func TestMain(m *testing.M) {
 
 // runSuite runs the tests of the group SHOAL_E2E_GROUP names (see
 // groups_test.go), then fails the suite if a Shoal component restarted
-// while they ran. Without a configured cluster every test skips
+// while they ran or, after the serial group, a test namespace is left. Without a configured cluster every test skips
 // with the reason.
 func runSuite(m *testing.M) int {
 	flag.Parse()
-	if err := selectGroup(); err != nil {
+	group, err := selectGroup()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 2
 	}
@@ -58,7 +59,7 @@ func runSuite(m *testing.M) int {
 	}
 	// The serial group runs one test at a time: a test's cleanup does not
 	// wait for its namespace to go, the suite waits for all at the end.
-	serialGroup := os.Getenv("SHOAL_E2E_GROUP") == "serial"
+	serialGroup := group == "serial"
 	if serialGroup {
 		framework.DeferNamespaceWaits()
 	}

@@ -62,12 +62,12 @@ func serial(t *testing.T) {
 }
 
 // selectGroup narrows the go test run to the group SHOAL_E2E_GROUP names
-// ("parallel" or "serial"; empty runs everything). The flags must be
-// parsed.
-func selectGroup() error {
+// ("parallel" or "serial"; empty runs everything) and returns that name.
+// The flags must be parsed.
+func selectGroup() (string, error) {
 	group := os.Getenv("SHOAL_E2E_GROUP")
 	if group == "" {
-		return nil
+		return "", nil
 	}
 	pattern := "^(" + strings.Join(serialTests, "|") + ")$"
 	var name string
@@ -77,11 +77,11 @@ func selectGroup() error {
 	case "serial":
 		name = "test.run"
 	default:
-		return fmt.Errorf("SHOAL_E2E_GROUP=%q: want parallel, serial or nothing", group)
+		return "", fmt.Errorf("SHOAL_E2E_GROUP=%q: want parallel, serial or nothing", group)
 	}
 	if v := flag.Lookup(name).Value.String(); v != "" {
-		return fmt.Errorf("SHOAL_E2E_GROUP=%s sets -%s itself; run without -%s=%q, or without SHOAL_E2E_GROUP",
+		return "", fmt.Errorf("SHOAL_E2E_GROUP=%s sets -%s itself; run without -%s=%q, or without SHOAL_E2E_GROUP",
 			group, strings.TrimPrefix(name, "test."), strings.TrimPrefix(name, "test."), v)
 	}
-	return flag.Set(name, pattern)
+	return group, flag.Set(name, pattern)
 }

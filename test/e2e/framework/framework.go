@@ -29,11 +29,9 @@ const (
 	ArtifactsTimeout = 2 * time.Minute
 )
 
-// awaitNamespaceDeletion says whether a test's cleanup waits for its
+// deferNamespaceWaits says that a test's cleanup does not wait for its
 // namespace to be gone (see DeferNamespaceWaits).
-var awaitNamespaceDeletion atomic.Bool
-
-func init() { awaitNamespaceDeletion.Store(true) }
+var deferNamespaceWaits atomic.Bool
 
 // DeferNamespaceWaits makes the tests' cleanups start the deletion of
 // their namespaces without waiting for it; WaitNamespacesGone then waits
@@ -42,7 +40,7 @@ func init() { awaitNamespaceDeletion.Store(true) }
 // every resource type, and finalizers wait for their controllers) only
 // holds up the next test. A parallel group keeps the waits: they bound
 // how many namespaces are torn down at once.
-func DeferNamespaceWaits() { awaitNamespaceDeletion.Store(false) }
+func DeferNamespaceWaits() { deferNamespaceWaits.Store(true) }
 
 // Framework is one test's handle on the cluster: the clients, the Config,
 // and a namespace of its own that is deleted when the test ends.
@@ -106,7 +104,7 @@ func (f *Framework) cleanup() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), NamespaceDeleteTimeout+10*time.Second)
 	defer cancel()
-	if !awaitNamespaceDeletion.Load() {
+	if deferNamespaceWaits.Load() {
 		if err := f.StartNamespaceDeletion(ctx, f.Namespace); err != nil {
 			f.t.Errorf("cleanup: %v", err)
 		}

@@ -10,6 +10,7 @@ import (
 )
 
 func TestPollEvery(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		timeout, want time.Duration
 	}{
@@ -20,6 +21,7 @@ func TestPollEvery(t *testing.T) {
 		{5 * time.Minute, time.Second},
 	} {
 		t.Run(tc.timeout.String(), func(t *testing.T) {
+			t.Parallel()
 			require.Equal(t, tc.want, pollEvery(tc.timeout))
 		})
 	}
@@ -29,6 +31,7 @@ func TestPollEvery(t *testing.T) {
 // a 2 s window is seen, which a check each second would miss; one that
 // becomes true after the window is not.
 func TestWaitForSeesTheWholeWindow(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
 		err := WaitFor(t.Context(), 2*time.Second, func(context.Context) (bool, error) {
